@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Create .venv (when missing) and install the pinned requirements and SOLARIS itself.
+# Re-runs only when requirements.txt or setup.cfg changed (a stamp file records their hash).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+hash=$(cat requirements.txt setup.cfg | sha1sum | cut -c1-16)
+stamp="$VENV/.solaris-installed-$hash"
+if [ -f "$stamp" ]; then
+  exit 0
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[venv] creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+echo "[venv] installing pinned requirements (first time: about 2 minutes)"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
+"$VENV/bin/python" -m pip install --quiet -r requirements.txt 2>&1 | grep -v "is ignored" || true
+"$VENV/bin/python" -m pip install --quiet --no-deps -e . 2>&1 | grep -v "is ignored" || true
+"$VENV/bin/python" - <<'PY'
+import importlib, sys
+missing = [m for m in ("torch", "pyspark", "faiss", "redis", "airflow", "pyarrow", "solaris_lib")
+           if importlib.util.find_spec(m) is None]
+if missing:
+    sys.exit(f"[venv] install incomplete, missing: {', '.join(missing)}")
+PY
+rm -f "$VENV"/.solaris-installed-*
+touch "$stamp"
+echo "[venv] ready"

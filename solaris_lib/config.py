@@ -1,0 +1,113 @@
+"""Deployment settings shared by every stage: where data lives and which services to use.
+
+Read once at an entrypoint (CLI, spark-submit job, DAG task) from ``SOLARIS_*`` environment
+variables; unknown ``SOLARIS_*`` variables are rejected so that a typo never silently falls back
+to a default. Stage-specific knobs live in each stage's own typed config.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from solaris_lib.errors import ConfigError
+
+
+class SolarisSettings(BaseSettings):
+    """Where SOLARIS keeps its data and which services it talks to."""
+
+    model_config = SettingsConfigDict(env_prefix="SOLARIS_", extra="forbid", frozen=True)
+
+    data_root: str = Field(
+        default="var/data",
+        description="Root of every dataset SOLARIS reads or writes: a local folder or a URI "
+        "(hdfs://, s3a://) that Spark and pyarrow understand. Relative paths resolve against "
+        "the working directory at load time.",
+    )
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Redis holding the embedding cache: redis://, rediss:// (TLS), "
+        "redis+cluster:// for Redis Cluster; user and password in the URL or from the "
+        "environment, never in code.",
+    )
+    redis_key_prefix: str = Field(
+        default="solaris",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Namespace of every key SOLARIS writes, so several deployments (or tests) "
+        "share one Redis without touching each other.",
+    )
+    spark_master: str = Field(
+        default="local[2]",
+        description="Spark master for jobs started outside spark-submit (tests, CLI): local[N], "
+        "spark://host:port, yarn or k8s://... spark-submit's own --master wins inside jobs.",
+    )
+    model_dir: str | None = Field(
+        default=None,
+        description="Folder of versioned model artefacts; defaults to <data_root>/models.",
+    )
+    log_level: str = Field(
+        default="INFO",
+        pattern=r"^(DEBUG|INFO|WARNING|ERROR)$",
+        description="Level of SOLARIS's own log lines (progress, counts, rates).",
+    )
+    airflow_db_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of Airflow's metadata DB (PostgreSQL); SQLite under the "
+        "data root when unset.",
+    )
+
+    @field_validator("data_root", "model_dir")
+    @classmethod
+    def _absolute_local_paths(cls, value: str | None) -> str | None:
+        if value is None or "://" in value:
+            return value
+        return str(Path(value).expanduser().resolve())
+
+    @property
+    def models_root(self) -> str:
+        """Folder holding model artefacts (``<data_root>/models`` unless set)."""
+        return self.model_dir or f"{self.data_root.rstrip('/')}/models"
+
+
+def load_settings(**overrides: object) -> SolarisSettings:
+    """Read the settings from the environment, with explicit overrides (e.g. from the CLI) on top.
+
+    Raises :class:`ConfigError` naming the offending variable on unknown keys or bad values.
+    """
+    unknown = unknown_solaris_variables()
+    if unknown:
+        raise ConfigError(
+            f"unknown SOLARIS_* environment variables: {', '.join(unknown)}; "
+            f"known: {', '.join(_known_variables())}"
+        )
+    try:
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return SolarisSettings(**clean)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid SOLARIS settings ({problems})") from exc
+
+
+def settings_env(settings: SolarisSettings) -> dict[str, str]:
+    """The ``SOLARIS_*`` environment that reproduces ``settings`` in a child process."""
+    env = {}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"SOLARIS_{name.upper()}"] = str(value)
+    return env
+
+
+def _known_variables() -> list[str]:
+    return [f"SOLARIS_{name.upper()}" for name in SolarisSettings.model_fields]
+
+
+def unknown_solaris_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """``SOLARIS_*`` variables in the environment that no setting reads."""
+    known = set(_known_variables())
+    env = os.environ if environ is None else environ
+    return sorted(k for k in env if k.startswith("SOLARIS_") and k not in known)

@@ -1,0 +1,105 @@
+"""Start and stop private ``redis-server`` processes on free loopback ports.
+
+Tests, benchmarks and the demo use these when no Redis answers at the configured URL, and the
+fault tests use them to stop a server under a running client without touching a shared one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solaris_lib.errors import SolarisError
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_server_binary() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        raise SolarisError(
+            "redis-server is not installed; `make test` installs it with apt-get when run as root"
+        )
+    return path
+
+
+def answers(url: str, timeout_s: float = 0.5) -> bool:
+    """True when a Redis server answers PING at ``url``."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server process.  ``start()`` returns once it answers PING."""
+
+    port: int = field(default_factory=free_port)
+    args: tuple[str, ...] = ()
+    workdir: Path | None = None
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="solaris-redis-"))
+        command = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+            "--logfile", str(self.workdir / "redis.log"), *self.args,
+        ]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SolarisError(f"redis-server exited: {self.process.stderr.read().decode()}")
+            if answers(self.url, 0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise SolarisError(f"redis-server on port {self.port} did not answer in {timeout_s} s")
+
+    def stop(self, hard: bool = False) -> None:
+        """Stop the server (SIGKILL when ``hard``, as a crash would)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def restart(self, timeout_s: float = 10.0) -> RedisServer:
+        """Start again on the same port (after :meth:`stop`)."""
+        self.stop()
+        return self.start(timeout_s)
+
+    def __enter__(self) -> RedisServer:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self.workdir is not None and self.workdir.name.startswith("solaris-redis-"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+

@@ -1,0 +1,54 @@
+"""``solaris validate-logs DIR``: check request-log files against the contract."""
+
+from __future__ import annotations
+
+from solaris_lib.errors import LogContractError
+
+
+def register(subparsers) -> None:
+    cmd = subparsers.add_parser(
+        "validate-logs",
+        help="check request logs against the contract; quarantine bad rows",
+        description="Reports, per file, rows read and rows quarantined with the reason. Bad rows "
+        "are written with their reason under the quarantine folder. Exits 2 when a file is "
+        "unreadable or a required column is missing or mistyped.",
+    )
+    cmd.add_argument("logs", help="folder of request logs (dt=YYYY-MM-DD/hour=HH/*.parquet)")
+    cmd.add_argument("--quarantine", default=None, help="where bad rows go (default LOGS/_quarantine)")
+    cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    cmd.set_defaults(handler=_validate)
+
+
+def _validate(args) -> int:
+    from solaris_lib.logs.validate import validate_dir
+    from solaris_lib.storage import exists
+
+    if not exists(args.logs):
+        raise LogContractError(args.logs, "no such folder")
+    reports = validate_dir(args.logs, args.quarantine)
+    if not reports:
+        raise LogContractError(args.logs, "no parquet files found")
+    failed = [r for r in reports if r.error]
+    totals = {
+        "files": len(reports),
+        "files_failed": len(failed),
+        "rows_read": sum(r.rows_read for r in reports),
+        "rows_valid": sum(r.rows_valid for r in reports),
+        "rows_quarantined": sum(r.rows_quarantined for r in reports),
+    }
+    if args.json:
+        pass
+    else:
+        _print_table(reports, totals)
+    for _report in failed:
+        pass
+    return LogContractError.exit_code if failed else 0
+
+
+def _print_table(reports, totals) -> None:
+    for r in reports:
+        r.path if len(r.path) <= 60 else "..." + r.path[-57:]
+        if r.error:
+            continue
+        ", ".join(f"{k}={v}" for k, v in sorted(r.quarantined.items()))
+        "; ".join(r.notes)

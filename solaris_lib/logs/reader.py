@@ -1,0 +1,137 @@
+"""Read the request logs of one time window, validated, with pyarrow or with Spark.
+
+Both readers run the same validation (:mod:`solaris_lib.logs.validate`): the Spark reader ships
+the file list to executors, which read and check their files with pyarrow (``mapInArrow``), so
+there is one implementation of the contract. Refused rows go to the quarantine folder; a file
+that breaks the contract as a whole fails the read with :class:`LogContractError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from solaris_lib.errors import LogContractError
+from solaris_lib.intervals import Interval
+from solaris_lib.layout import QUARANTINE_DIRNAME, join
+from solaris_lib.logs.conform import check_columns
+from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, WITH_EVAL_SCHEMA, hour_partition
+from solaris_lib.logs.validate import FileReport, validate_file
+from solaris_lib.storage import filesystem, list_files
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WindowRead:
+    """Clean rows of a window and the per-file validation reports."""
+
+    table: pa.Table
+    reports: list[FileReport] = field(default_factory=list)
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(r.rows_quarantined for r in self.reports)
+
+
+def window_files(logs_root: str, interval: Interval) -> list[str]:
+    """Parquet files of every hour partition overlapping ``interval``, in time order."""
+    files = []
+    for hour in interval.hours():
+        files.extend(list_files(join(logs_root, hour_partition(hour))))
+    return files
+
+
+def _in_window(table: pa.Table, start: datetime, end: datetime) -> pa.Table:
+    ts = table.column("ts")
+    keep = pc.and_(
+        pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type))
+    )
+    return table.filter(keep)
+
+
+def read_window(
+    logs_root: str,
+    interval: Interval,
+    *,
+    with_eval: bool = False,
+    quarantine_root: str | None = None,
+) -> WindowRead:
+    """Read and validate the rows of ``[interval.start, interval.end)`` into one table.
+
+    ``with_eval`` keeps the simulator's ``p_click`` column: evaluation code only.
+    An empty window gives an empty table in the contract schema.
+    """
+    quarantine_root = quarantine_root or join(logs_root, QUARANTINE_DIRNAME)
+    tables, reports = [], []
+    for path in window_files(logs_root, interval):
+        clean, report = validate_file(path, logs_root, quarantine_root, with_eval=with_eval)
+        tables.append(_in_window(clean, interval.start, interval.end))
+        reports.append(report)
+    schema = WITH_EVAL_SCHEMA if with_eval else REQUEST_LOG_SCHEMA
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    log.info("read %d rows from %d files in %s", table.num_rows, len(reports), interval)
+    return WindowRead(table=table, reports=reports)
+
+
+def check_window_schemas(files: list[str]) -> None:
+    """Check every file's footer against the contract before a distributed read starts."""
+    for path in files:
+        fs, inner = filesystem(path)
+        try:
+            schema = pq.read_schema(inner, filesystem=fs)
+        except (pa.ArrowException, OSError) as exc:
+            raise LogContractError(path, f"unreadable parquet file ({exc})") from exc
+        check_columns(schema, path)
+
+
+def read_window_spark(
+    spark,
+    logs_root: str,
+    interval: Interval,
+    *,
+    with_eval: bool = False,
+    quarantine_root: str | None = None,
+):
+    """The validated rows of ``interval`` as a Spark DataFrame in the contract schema.
+
+    Files are listed and their footers checked on the driver; executors read, validate and
+    quarantine them with the same code as :func:`read_window`.
+    """
+    from solaris_lib.logs.schema import spark_schema
+
+    files = window_files(logs_root, interval)
+    schema = spark_schema(with_eval)
+    if not files:
+        log.warning("no log files in %s under %s", interval, logs_root)
+        return spark.createDataFrame([], schema)
+    check_window_schemas(files)
+    reader = _ExecutorReader(
+        logs_root, quarantine_root or join(logs_root, QUARANTINE_DIRNAME), interval, with_eval
+    )
+    slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(slices, "path")
+    return paths.mapInArrow(reader, schema)
+
+
+@dataclass(frozen=True)
+class _ExecutorReader:
+    """Picklable ``mapInArrow`` function: read, validate and window the files named in a batch."""
+
+    logs_root: str
+    quarantine_root: str
+    interval: Interval
+    with_eval: bool
+
+    def __call__(self, batches):
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                clean, _ = validate_file(
+                    path, self.logs_root, self.quarantine_root, with_eval=self.with_eval
+                )
+                yield from _in_window(clean, self.interval.start, self.interval.end).to_batches()

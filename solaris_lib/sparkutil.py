@@ -1,0 +1,65 @@
+"""One way to start Spark for every SOLARIS job, test and CLI command.
+
+Jobs launched by spark-submit get their master and resources from spark-submit; code that runs
+outside it (tests, ``solaris speculation-eval``) passes ``master`` explicitly. Sessions always
+use UTC so that timestamps mean the same thing on every machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from solaris_lib.errors import MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.ui.showConsoleProgress": "false",
+}
+LOCAL_CONF = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def _prepare_environment() -> None:
+    """Executors must run this interpreter (the venv), and Spark binds to loopback locally."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    bindir = os.path.dirname(sys.executable)
+    if not os.environ.get("PATH", "").startswith(bindir):
+        os.environ["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
+    """Get or create the SparkSession for ``app_name``.
+
+    ``master`` None means "whatever spark-submit configured" (the job case); pass one for
+    tests and CLI runs. Local masters get small shuffles and no UI.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise MissingDependencyError("pyspark", "Spark jobs") from exc
+    _prepare_environment()
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(DEFAULT_CONF)
+    if master is not None:
+        builder = builder.master(master)
+        if master.startswith("local"):
+            settings.update(LOCAL_CONF)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

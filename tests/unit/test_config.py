@@ -1,0 +1,41 @@
+import pytest
+
+from solaris_lib.config import load_settings, settings_env
+from solaris_lib.errors import ConfigError
+
+
+def test_defaults_work_on_this_machine(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for name in ("SOLARIS_DATA_ROOT", "SOLARIS_MODEL_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings()
+    assert settings.data_root == str(tmp_path / "var" / "data")
+    assert settings.models_root == f"{settings.data_root}/models"
+    assert settings.spark_master.startswith("local")
+
+
+def test_environment_and_overrides(monkeypatch, tmp_path):
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", str(tmp_path))
+    monkeypatch.setenv("SOLARIS_REDIS_URL", "redis://example:6380/3")
+    settings = load_settings(redis_key_prefix="other")
+    assert settings.data_root == str(tmp_path)
+    assert settings.redis_url == "redis://example:6380/3"
+    assert settings.redis_key_prefix == "other"
+    assert settings_env(settings)["SOLARIS_REDIS_KEY_PREFIX"] == "other"
+
+
+def test_uri_data_roots_are_kept_verbatim(monkeypatch):
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", "s3a://bucket/solaris")
+    assert load_settings().data_root == "s3a://bucket/solaris"
+
+
+def test_unknown_variables_are_rejected_by_name(monkeypatch):
+    monkeypatch.setenv("SOLARIS_REDIS_ULR", "redis://typo")
+    with pytest.raises(ConfigError, match="SOLARIS_REDIS_ULR"):
+        load_settings()
+
+
+def test_bad_values_name_the_field(monkeypatch):
+    monkeypatch.setenv("SOLARIS_REDIS_KEY_PREFIX", "has space")
+    with pytest.raises(ConfigError, match="redis_key_prefix"):
+        load_settings()
