@@ -10,13 +10,16 @@ PYTHON ?= python3
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv test test-fast demo lint bench clean
+.PHONY: help venv test test-fast demo lint bench clean airflow-up airflow-down spark-up spark-down redis-up redis-down
 
 help:
 	@echo "make demo   - simulate a world and run SOLARIS end to end (prints the summary)"
 	@echo "make test   - run the full test suite"
 	@echo "make lint   - ruff"
 	@echo "make bench  - run the benchmarks in benchmarks/"
+	@echo "make airflow-up|airflow-down  - local Airflow UI + scheduler on 127.0.0.1"
+	@echo "make spark-up|spark-down      - Spark standalone master + worker on 127.0.0.1"
+	@echo "make redis-up|redis-down      - a private Redis on 127.0.0.1:6380"
 
 venv:
 	@PYTHON=$(PYTHON) infra/venv.sh
@@ -35,6 +38,24 @@ lint: venv
 
 bench: venv
 	@for b in benchmarks/*.py; do echo "== $$b"; infra/services.sh $(PY) $$b || exit 1; done
+
+airflow-up: venv
+	@infra/airflow.sh up
+
+airflow-down:
+	@infra/airflow.sh down
+
+spark-up: venv
+	@infra/spark-standalone.sh up
+
+spark-down:
+	@infra/spark-standalone.sh down
+
+redis-up:
+	@infra/redis.sh up
+
+redis-down:
+	@infra/redis.sh down
 
 clean:
 	rm -rf var .solaris .pytest_cache

@@ -59,6 +59,20 @@ class SolarisSettings(BaseSettings):
         "data root when unset.",
     )
 
+    airflow_port: int = Field(
+        default=8080, ge=1, le=65535, description="Loopback port of the local Airflow API server/UI."
+    )
+    interval: str = Field(
+        default="1h",
+        pattern=r"^\d+[mhdw]$",
+        description="Length of a precompute data interval (the DAG's schedule): 15m, 1h, 1d...",
+    )
+    log_wait_timeout: str = Field(
+        default="2h",
+        pattern=r"^\d+[smhdw]$",
+        description="How long the DAG waits for an interval's log partitions before failing.",
+    )
+
     @field_validator("data_root", "model_dir")
     @classmethod
     def _absolute_local_paths(cls, value: str | None) -> str | None:

@@ -1,0 +1,62 @@
+"""
+### SOLARIS training: retrieval factors daily, the foundation model weekly
+
+* `solaris_train_retrieval` (daily): Spark MLlib ALS over the lookback window gives the user and
+  item factors that speculation's FAISS retrieval uses. The newest factors at or before a
+  precompute interval are picked up by that interval's `speculate` task.
+* `solaris_train_foundation` (weekly): trains the foundation model on the window's request logs,
+  evaluates it on the following held-out day, writes a new versioned artefact, and promotes it to
+  serving only when its held-out metrics are not worse than the serving version's. The next
+  precompute run's `infer` task uses the serving version.
+
+Intervals are the runs' data intervals, so backfills retrain exactly the same windows.
+"""
+
+from datetime import timedelta
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, DeltaDataIntervalTimetable
+
+from solaris_lib.config import load_settings
+from solaris_lib.orchestration.dagspec import (
+    INTERVAL_ARGS,
+    SPARK_CONF,
+    SPARK_POOL,
+    START_DATE,
+    DagSpec,
+    job_path,
+)
+from solaris_lib.orchestration.sensors import LogPartitionSensor
+
+spec = DagSpec.from_settings(load_settings())
+
+
+def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DAG:
+    with DAG(
+        dag_id=dag_id,
+        schedule=DeltaDataIntervalTimetable(every),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=spec.default_args(),
+        tags=["solaris", "training", *tags],
+        doc_md=__doc__,
+    ) as dag:
+        wait = LogPartitionSensor(task_id="wait_for_logs", timeout=spec.log_wait_timeout.total_seconds())
+        train = SparkSubmitOperator(
+            task_id="train",
+            application=job_path(job),
+            application_args=INTERVAL_ARGS,
+            conn_id="spark_default",
+            name=f"solaris-{dag_id}",
+            conf=SPARK_CONF,
+            pool=SPARK_POOL,
+        )
+        wait >> train
+    return dag
+
+
+retrieval = training_dag("solaris_train_retrieval", timedelta(days=1), "train_retrieval", ["retrieval"])
+foundation = training_dag(
+    "solaris_train_foundation", timedelta(weeks=1), "train_foundation", ["foundation-model"]
+)

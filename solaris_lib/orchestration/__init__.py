@@ -1,0 +1,1 @@
+"""Runtime helpers of the Airflow DAGs (called inside tasks, never at DAG parse time)."""
