@@ -10,7 +10,7 @@ PYTHON ?= python3
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv test test-fast demo lint bench clean airflow-up airflow-down spark-up spark-down redis-up redis-down
+.PHONY: help venv test test-fast demo lint bench dist clean airflow-up airflow-down spark-up spark-down redis-up redis-down
 
 help:
 	@echo "make demo   - simulate a world and run SOLARIS end to end (prints the summary)"
@@ -56,6 +56,12 @@ redis-up:
 
 redis-down:
 	@infra/redis.sh down
+
+dist: venv
+	@rm -rf dist && mkdir -p dist
+	@.venv/bin/python -m pip wheel --quiet --no-deps -w dist . 2>&1 | grep -v "is ignored" || true
+	@.venv/bin/python -m zipfile -c dist/solaris_lib.zip solaris_lib
+	@ls -l dist
 
 clean:
 	rm -rf var .solaris .pytest_cache

@@ -44,6 +44,7 @@ def spark_task(task_id: str, job: str) -> SparkSubmitOperator:
         conn_id="spark_default",
         name=f"solaris-{task_id}",
         conf=SPARK_CONF,
+        py_files=spec.py_files,
         pool=SPARK_POOL,
     )
 

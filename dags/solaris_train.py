@@ -50,6 +50,7 @@ def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DA
             conn_id="spark_default",
             name=f"solaris-{dag_id}",
             conf=SPARK_CONF,
+            py_files=spec.py_files,
             pool=SPARK_POOL,
         )
         wait >> train

@@ -73,6 +73,12 @@ class SolarisSettings(BaseSettings):
         description="How long the DAG waits for an interval's log partitions before failing.",
     )
 
+    spark_py_files: str | None = Field(
+        default=None,
+        description="Comma-separated --py-files for spark-submit on a cluster whose executors do "
+        "not have SOLARIS installed (e.g. dist/solaris_lib.zip from `make dist`).",
+    )
+
     @field_validator("data_root", "model_dir")
     @classmethod
     def _absolute_local_paths(cls, value: str | None) -> str | None:

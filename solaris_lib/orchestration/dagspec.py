@@ -31,6 +31,7 @@ class DagSpec:
 
     interval: timedelta
     log_wait_timeout: timedelta
+    py_files: str | None = None
     retries: int = 2
     retry_delay: timedelta = timedelta(seconds=30)
     max_retry_delay: timedelta = timedelta(minutes=10)
@@ -40,6 +41,7 @@ class DagSpec:
         return cls(
             interval=parse_duration(settings.interval),
             log_wait_timeout=parse_duration(settings.log_wait_timeout),
+            py_files=settings.spark_py_files,
         )
 
     def default_args(self) -> dict:
