@@ -8,7 +8,9 @@ Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import resource
 import shutil
 import tempfile
 import time
@@ -58,7 +60,17 @@ def main() -> None:
         floor_s = write_floor(result.rows, result.files, work / "floor")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result.rows / floor_s
+    floor_rate = result.rows / floor_s
+    print(json.dumps({
+        "benchmark": "simulate",
+        "rows": result.rows,
+        "seconds": round(result.seconds, 2),
+        "rows_per_s": round(result.rows_per_s),
+        "floor_write_rows_per_s": round(floor_rate),
+        "ratio": round(result.rows_per_s / floor_rate, 3),
+        "seconds_per_10m_rows": round(result.seconds * 1e7 / result.rows, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except SolarisError as exc:
+        print(f"solaris {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
 
 

@@ -21,14 +21,16 @@ DEMO_WORLD = WorldConfig(users=1500, items=2000, days=6, seed=7)
 
 
 def banner(text: str) -> None:
-    pass
+    print(f"\n=== {text} ===", flush=True)
 
 
 def simulate(layout: DataLayout, world: WorldConfig) -> None:
     from solaris_lib.simulate.world import Simulator
 
     banner(f"1. simulate {world.users:,} users, {world.items:,} live campaigns, {world.days} days")
-    Simulator(world).run(layout.logs, overwrite=True)
+    result = Simulator(world).run(layout.logs, overwrite=True)
+    print(f"wrote {result.rows:,} rows in {result.files} hourly partitions "
+          f"({result.rows_per_s:,.0f} rows/s) to {result.out}")
 
 
 def validate(layout: DataLayout) -> None:
@@ -37,24 +39,29 @@ def validate(layout: DataLayout) -> None:
     banner("2. validate the logs against the contract")
     reports = validate_dir(layout.logs)
     bad = [r for r in reports if r.error]
-    sum(r.rows_read for r in reports)
-    sum(r.rows_quarantined for r in reports)
+    rows = sum(r.rows_read for r in reports)
+    quarantined = sum(r.rows_quarantined for r in reports)
+    print(f"{len(reports)} files, {rows:,} rows, {quarantined:,} quarantined, {len(bad)} failed")
     if bad:
         raise SystemExit(f"demo: {bad[0].path}: {bad[0].error}")
 
 
 def summarize(layout: DataLayout) -> None:
+    from solaris_lib.simulate.summary import format_summary
+    from solaris_lib.simulate.summary import summarize as compute
 
     banner("3. realism of the simulated world (measured from the logs)")
+    print(format_summary(compute(layout.logs)))
 
 
 def main() -> int:
     configure_logging(verbose=False)
-    time.perf_counter()
+    started = time.perf_counter()
     layout = DataLayout.from_settings(load_settings())
     simulate(layout, DEMO_WORLD)
     validate(layout)
     summarize(layout)
+    print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}")
     return 0
 
 

@@ -6,6 +6,7 @@ it, so tests never touch ~/airflow or a shared metadata DB.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -66,6 +67,7 @@ def spark():
     """One local SparkSession shared by the whole test session (start-up costs seconds)."""
     from solaris_lib.sparkutil import get_spark
 
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown lines outlive pytest's capture
     session = get_spark("solaris-tests", master="local[2]")
     yield session
     session.stop()

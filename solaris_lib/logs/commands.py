@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 from solaris_lib.errors import LogContractError
 
 
@@ -37,18 +40,24 @@ def _validate(args) -> int:
         "rows_quarantined": sum(r.rows_quarantined for r in reports),
     }
     if args.json:
-        pass
+        print(json.dumps({**totals, "reports": [r.as_dict() for r in reports]}))
     else:
         _print_table(reports, totals)
-    for _report in failed:
-        pass
+    for report in failed:
+        print(f"solaris validate-logs: error: {report.path}: {report.error}", file=sys.stderr)
     return LogContractError.exit_code if failed else 0
 
 
 def _print_table(reports, totals) -> None:
+    print(f"{'file':<60} {'read':>10} {'quarantined':>12}  reasons")
     for r in reports:
-        r.path if len(r.path) <= 60 else "..." + r.path[-57:]
+        name = r.path if len(r.path) <= 60 else "..." + r.path[-57:]
         if r.error:
+            print(f"{name:<60} {'-':>10} {'-':>12}  ERROR: {r.error}")
             continue
-        ", ".join(f"{k}={v}" for k, v in sorted(r.quarantined.items()))
-        "; ".join(r.notes)
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(r.quarantined.items()))
+        notes = "; ".join(r.notes)
+        print(f"{name:<60} {r.rows_read:>10,} {r.rows_quarantined:>12,}  {reasons}"
+              + (f"  [{notes}]" if notes else ""))
+    print(f"{totals['files']} files, {totals['rows_read']:,} rows read, "
+          f"{totals['rows_quarantined']:,} quarantined, {totals['files_failed']} failed")

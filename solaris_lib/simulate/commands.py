@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from solaris_lib.intervals import parse_timestamp
 
 
@@ -59,16 +61,20 @@ def _simulate(args) -> int:
     from solaris_lib.simulate.world import Simulator
 
     result = Simulator(_world_config(args)).run(args.out, overwrite=args.overwrite)
-    {
+    line = {
         "out": result.out, "rows": result.rows, "requests": result.requests,
         "files": result.files, "seconds": round(result.seconds, 2),
         "rows_per_s": round(result.rows_per_s),
     }
+    print(json.dumps(line) if args.json else
+          f"wrote {result.rows:,} rows ({result.requests:,} requests, {result.files} files) "
+          f"to {result.out} in {result.seconds:.1f} s ({result.rows_per_s:,.0f} rows/s)")
     return 0
 
 
 def _summarize(args) -> int:
-    from solaris_lib.simulate.summary import summarize
+    from solaris_lib.simulate.summary import format_summary, summarize
 
-    summarize(args.logs)
+    summary = summarize(args.logs)
+    print(json.dumps(summary.as_dict()) if args.json else format_summary(summary))
     return 0
