@@ -33,6 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.cache import frames, memory
 from solaris_lib.cache.errors import (
+    CacheProtocolError,
+    CacheUnavailableError,
     InsufficientMemoryError,
     PublishError,
     PublishInputError,
@@ -117,9 +119,21 @@ def publish(spark, settings: SolarisSettings, interval: Interval, config: Publis
             *, on_phase: PhaseHook | None = None) -> PublishReport:
     """Publish ``embeddings/interval=KEY/`` of ``interval``; see the module docstring."""
     run = _Run(spark, settings, interval, config, on_phase or (lambda phase: None))
-    with CacheServer(settings.redis_url, check_prefix(settings.redis_key_prefix)) as server:
-        run.server = server
-        return run.execute()
+    try:
+        with CacheServer(settings.redis_url, check_prefix(settings.redis_key_prefix)) as server:
+            run.server = server
+            return run.execute()
+    except (CacheUnavailableError, CacheProtocolError) as exc:
+        raise PublishError(_failure_message(run, exc)) from exc
+
+
+def _failure_message(run: _Run, exc: Exception) -> str:
+    """What failed, and what is served now (unknown only when the switch itself failed)."""
+    phase = run.current_phase or "connect"
+    served = ("the alias may or may not have moved: check `solaris cache-info`"
+              if run.alias_sent else "the alias was not switched: the previous version is "
+              "still served")
+    return f"publish of {run.interval} failed during {phase}: {exc}; {served}"
 
 
 class _Run:
@@ -133,16 +147,17 @@ class _Run:
         self.ttl_s = config.ttl_s or int(3 * interval.length.total_seconds())
         self.server: CacheServer | None = None
         self.seconds: dict[str, float] = {}
-        self._current: str | None = None
+        self.current_phase: str | None = None
+        self.alias_sent = False
         self._clock = time.perf_counter()
         self._digest = ""
 
     def _phase(self, name: str | None) -> None:
         """Close the running phase's timer and tell the hook that ``name`` starts."""
         now = time.perf_counter()
-        if self._current is not None:
-            self.seconds[self._current] = round(now - self._clock, 3)
-        self._current, self._clock = name, now
+        if self.current_phase is not None:
+            self.seconds[self.current_phase] = round(now - self._clock, 3)
+        self.current_phase, self._clock = name, now
         if name is not None:
             self.on_phase(name)
 
@@ -282,6 +297,7 @@ class _Run:
         final = Manifest(**{**asdict(self._manifest), "pairs": report.pairs,
                             "users": report.users, "state": STATE_COMPLETE})
         self.server.write_manifest(final)
+        self.alias_sent = True
         report.served_version = self.server.switch_alias(report.version, self.config.force)
         if report.served_version != report.version:
             report.status = "superseded"
