@@ -4,6 +4,7 @@ from the spec with redis-py (independently of the publisher), private servers an
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -80,12 +81,12 @@ def private_redis():
         server.__exit__(None, None, None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def redis_cluster():
     """A real 3-master Redis Cluster on loopback ports; yields its redis+cluster:// URL."""
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is needed to create a cluster")
-    ports = [free_port() for _ in range(3)]
+    ports = _cluster_ports(3)
     servers = [RedisServer(port=port, args=(*PRIVATE_LIMITS, "--cluster-enabled", "yes",
                                             "--cluster-config-file", f"nodes-{port}.conf",
                                             "--cluster-node-timeout", "2000")).start()
@@ -99,6 +100,25 @@ def redis_cluster():
     finally:
         for server in servers:
             server.__exit__(None, None, None)
+
+
+def _cluster_ports(count: int) -> list[int]:
+    """Free ports whose cluster bus port (port + 10000) is free and valid too."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port < 55000 and port not in ports and _is_free(port + 10000):
+            ports.append(port)
+    return ports
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _wait_cluster_ok(ports: list[int], timeout_s: float = 30.0) -> None:
