@@ -1,4 +1,5 @@
-"""The publisher's Spark passes after validation: the memory estimate and the write. Each takes the frame of publishable rows and returns a small collected result.
+"""The publisher's Spark work besides validation: item-id sizes, the memory estimate per
+cluster slot, and the write.
 
 pyspark is imported inside the functions; the executor-side work is the numpy code of
 ``memory`` and ``writer``, shipped through ``mapInArrow``.
@@ -48,15 +49,12 @@ def _user_slots(batches: Iterator[pa.RecordBatch], value_bytes: int, key_head: i
             names=["slot", "users", "pairs", "listpack_users", "bytes"])
 
 
-def bytes_per_slot(valid, value_bytes: int, key_head: int, limits: memory.HashLimits) -> list:
-    """Estimated Redis bytes of the version per cluster slot: rows of (slot, users, pairs,
-    listpack_users, bytes), at most 16384 (one pass over the pairs, one over the users)."""
+def bytes_per_slot(users, value_bytes: int, key_head: int, limits: memory.HashLimits) -> list:
+    """Estimated Redis bytes of the version per cluster slot from per-user rows (user_id,
+    pairs, lp, ht): rows of (slot, users, pairs, listpack_users, bytes), at most 16384."""
     from pyspark.sql import functions as F
 
-    per_user = (valid.select("user_id", *field_sizes())
-                .groupBy("user_id")
-                .agg(F.count("*").alias("pairs"), F.sum("lp").alias("lp"), F.sum("ht").alias("ht")))
-    slots = per_user.mapInArrow(
+    slots = users.mapInArrow(
         partial(_user_slots, value_bytes=value_bytes, key_head=key_head, limits=limits),
         "slot int, users long, pairs long, listpack_users long, bytes long")
     return (slots.groupBy("slot")

@@ -55,8 +55,10 @@ from solaris_lib.cache.validate import (
     Survey,
     check_columns,
     non_finite,
+    publishable_users,
     reason,
     survey,
+    user_groups,
 )
 from solaris_lib.cache.writer import WriteTarget
 from solaris_lib.config import SolarisSettings
@@ -165,9 +167,14 @@ class _Run:
         self._phase("inspect")
         source = self.layout.output(EMBEDDINGS, self.interval)
         frame = self._read(source)
-        found = survey(frame, source)
-        valid = frame.where(reason(found.model_version, found.dim).isNull())
-        report = self._publish_valid(valid.select("user_id", "item_id", "embedding"), found)
+        groups = user_groups(frame, frames.field_sizes()).persist()
+        try:
+            found = survey(groups, source)
+            valid = frame.where(reason(found.model_version, found.dim).isNull())
+            report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
+                                         publishable_users(groups, found), found)
+        finally:
+            groups.unpersist()
         if report.status != "published" or not report.quarantined:
             self._phase(None)
             return report
@@ -198,7 +205,7 @@ class _Run:
         log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
                     found.rows, target, report.quarantined)
 
-    def _publish_valid(self, valid, found: Survey) -> PublishReport:
+    def _publish_valid(self, valid, users, found: Survey) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
         self._digest = found.digest
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
@@ -211,7 +218,7 @@ class _Run:
         if self._nothing_to_do(report):
             return report
         self._phase("estimate")
-        self._check_memory(valid, codec, report)
+        self._check_memory(users, codec, report)
         self._phase("write")
         self._write(valid, codec, report, found.valid_rows)
         if report.quarantined.get("non_finite_embedding"):
@@ -235,10 +242,10 @@ class _Run:
             return True
         return False
 
-    def _check_memory(self, valid, codec: Codec, report: PublishReport) -> None:
+    def _check_memory(self, users, codec: Codec, report: PublishReport) -> None:
         limits = self.server.hash_limits()
         key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
-        slots = frames.bytes_per_slot(valid, codec.value_bytes, key_head, limits)
+        slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
         needed: dict[tuple[str, int], int] = {}
         for row in slots:
             address = self.server.router.pool_for_slot(row["slot"]).address

@@ -39,8 +39,16 @@ def pack_command(*args: bytes | str | int) -> bytes:
 
 
 def pack_hmget(key: str, fields: Sequence[str]) -> bytes:
-    """``HMGET key field...`` as RESP2 bytes; ``key`` and ``fields`` are ASCII (ids, prefix)."""
+    """``HMGET key field...`` as RESP2 bytes; ``key`` and ``fields`` are ASCII (ids, prefix).
+
+    When every field has the same length (item ids of one magnitude, the usual case) the
+    fields are joined by one separator instead of formatted one by one (about 2x faster).
+    """
     head = f"*{len(fields) + 2}\r\n$5\r\nHMGET\r\n${len(key)}\r\n{key}\r\n"
+    lengths = set(map(len, fields))
+    if len(lengths) == 1:
+        separator = f"\r\n${lengths.pop()}\r\n"
+        return (head + separator[2:] + separator.join(fields) + "\r\n").encode()
     return (head + "".join([f"${len(f)}\r\n{f}\r\n" for f in fields])).encode()
 
 

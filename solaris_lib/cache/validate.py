@@ -5,9 +5,11 @@ The table as a whole must have the contract's columns and types, else
 negative id, no embedding, an embedding of the wrong length or with an inf/nan, another model
 version); such rows are counted and quarantined, never published.
 
-Everything runs as Spark SQL in one aggregation over the table (:func:`survey`): the row-level
-problems, the majority model version and dimension, per-reason counts and the content digest
-of the publishable rows, which names the version.
+Everything runs as Spark SQL in one aggregation over the table (:func:`user_groups`, by user):
+the row-level problems, then (:func:`survey`) the majority model version and dimension,
+per-reason counts and the content digest of the publishable rows, which names the version.
+An inf or nan inside an embedding is found by the writer (numpy, on bytes it holds anyway):
+:func:`non_finite` is the SQL form used only to quarantine those rows afterwards.
 """
 
 from __future__ import annotations
@@ -85,18 +87,47 @@ def reason(model_version: str, dim: int):
     )
 
 
-def survey(frame, where: str) -> Survey:
-    """One aggregation over the table; the majority model version (ties: smallest name) and
-    its most common embedding length define what is published."""
+def user_groups(frame, field_sizes):
+    """The one pass over the table: per (user, row problem, model version, embedding length),
+    the rows, the content digest parts and the summed item-id sizes (``field_sizes()``: the
+    ``lp`` and ``ht`` columns of ``frames.field_sizes``). At most a few rows per user: persist
+    it, then :func:`survey` and the memory estimate read it instead of the table."""
     from pyspark.sql import functions as F
 
     row_hash = F.xxhash64("user_id", "item_id", "embedding")
-    groups = (frame.select(row_problem().alias(REASON), "model_version",
-                           F.length("embedding").alias("bytes"), row_hash.alias("h"))
-              .groupBy(REASON, "model_version", "bytes")
-              .agg(F.count("*").alias("rows"), F.sum(F.col("h").bitwiseAND(F.lit(_MASK32)))
-                   .alias("low"), F.bit_xor("h").alias("xor"))
+    return (frame.select("user_id", row_problem().alias(REASON), "model_version",
+                         F.length("embedding").alias("bytes"), row_hash.alias("h"),
+                         *field_sizes)
+            .groupBy("user_id", REASON, "model_version", "bytes")
+            .agg(F.count("*").alias("rows"),
+                 F.sum(F.col("h").bitwiseAND(F.lit(_MASK32))).alias("low"),
+                 F.bit_xor("h").alias("xor"), F.sum("lp").alias("lp"), F.sum("ht").alias("ht")))
+
+
+def publishable_users(groups, found: Survey):
+    """Rows of :func:`user_groups` that are published: (user_id, pairs, lp, ht)."""
+    from pyspark.sql import functions as F
+
+    chosen = (F.col(REASON).isNull() & (F.col("model_version") == found.model_version)
+              & (F.col("bytes") == 2 * found.dim))
+    return groups.where(chosen).select("user_id", F.col("rows").alias("pairs"), "lp", "ht")
+
+
+def survey(groups, where: str) -> Survey:
+    """Totals of :func:`user_groups`; the majority model version (ties: smallest name) and its
+    most common embedding length define what is published."""
+    from pyspark.sql import functions as F
+
+    totals = (groups.groupBy(REASON, "model_version", "bytes")
+              .agg(F.sum("rows").alias("rows"), F.sum("low").alias("low"),
+                   F.bit_xor("xor").alias("xor"))
               .collect())
+    return interpret(totals, where)
+
+
+def interpret(groups: list, where: str) -> Survey:
+    """The :class:`Survey` of aggregated groups (rows with ``_reason``, ``model_version``,
+    ``bytes``, ``rows``, ``low``, ``xor``)."""
     clean = [g for g in groups if g[REASON] is None]
     if not clean:
         rows = sum(g["rows"] for g in groups)
@@ -106,10 +137,12 @@ def survey(frame, where: str) -> Survey:
     if size % 2:
         raise PublishInputError(f"{where}: embeddings of {size} bytes are not fp16 vectors")
     valid = [g for g in clean if g["model_version"] == version and g["bytes"] == size]
-    tagged = [(g[REASON] or ("other_model_version" if g["model_version"] != version
-                             else "wrong_embedding_length"), g) for g in groups if g not in valid]
     quarantined: dict[str, int] = {}
-    for name, group in tagged:
+    for group in groups:
+        if group in valid:
+            continue
+        name = group[REASON] or ("other_model_version" if group["model_version"] != version
+                                 else "wrong_embedding_length")
         quarantined[name] = quarantined.get(name, 0) + group["rows"]
     low = sum(g["low"] for g in valid) & _MASK64
     xor = 0

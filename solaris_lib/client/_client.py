@@ -125,9 +125,9 @@ class SolarisClient:
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
-        if not hit.all():
+        hits = int(np.count_nonzero(hit))
+        if hits < len(items):
             self._misses.offer(user_id, items, hit)
-        hits = int(hit.sum())
         self._counters.record_lookup(len(items), hits, (time.perf_counter() - started) * 1e6,
                                      corrupt_values=corrupt)
         return LookupResult(embeddings, hit, hit.astype(np.int8), served.version,

@@ -15,8 +15,9 @@ def test_pack_command_is_an_array_of_bulk_strings():
 
 
 def test_pack_hmget_matches_the_generic_packer():
-    key, fields = "p:e:v:{7}", ["1", "22", "333333333333"]
-    assert pack_hmget(key, fields) == pack_command("HMGET", key, *fields)
+    key = "p:e:v:{7}"
+    for fields in (["1", "22", "333333333333"], ["11", "22", "33"], ["9"], []):
+        assert pack_hmget(key, fields) == pack_command("HMGET", key, *fields)
     assert pack_hmget(key, ["5"]) == b"*3\r\n$5\r\nHMGET\r\n$9\r\np:e:v:{7}\r\n$1\r\n5\r\n"
 
 
