@@ -1,4 +1,4 @@
-"""The embedding cache's byte format (``docs/cache-format.md``), in one module for writer and reader.
+"""The embedding cache's byte format (``docs/cache-format.md``): one module, writer and reader.
 
 Keys, all under the deployment's key prefix ``P``::
 
@@ -93,11 +93,6 @@ def cluster_field(cluster_id: int) -> str:
     return f"{CLUSTER_FIELD_PREFIX}{int(cluster_id)}"
 
 
-def user_slot_tag(user_id: int) -> bytes:
-    """The bytes Redis Cluster hashes for every key of ``user_id`` (inside the braces)."""
-    return str(int(user_id)).encode()
-
-
 def version_id(interval_key: str, model_version: str, codec: str, dim: int, digest: str) -> str:
     """Deterministic version id: ``<interval key>-<10 hex>``.
 
@@ -147,11 +142,19 @@ class Codec:
         """Bytes of one stored value."""
         return self.dim * self.dtype.itemsize
 
+    def from_fp16(self, fp16: np.ndarray) -> np.ndarray:
+        """Stored values (n, value_bytes) uint8 from fp16 embedding bytes (n, 2 * dim) uint8:
+        the writer's conversion (the embeddings table is fp16; fp16 values pass unchanged)."""
+        if self.name == "fp16":
+            return fp16
+        return np.ascontiguousarray(fp16).view("<f2").astype(self.dtype).view(np.uint8)
+
     def encode(self, embeddings: np.ndarray) -> list[bytes]:
         """One value per row of ``embeddings`` (n, dim); values are cast to the codec's floats."""
         matrix = np.ascontiguousarray(np.asarray(embeddings).astype(self.dtype, copy=False))
         if matrix.ndim != 2 or matrix.shape[1] != self.dim:
-            raise CacheFormatError(f"expected embeddings of shape (n, {self.dim}), got {matrix.shape}")
+            raise CacheFormatError(
+                f"expected embeddings of shape (n, {self.dim}), got {matrix.shape}")
         size = self.value_bytes
         flat = matrix.tobytes()
         return [flat[i : i + size] for i in range(0, len(flat), size)]
@@ -227,7 +230,8 @@ class Manifest:
             raise CacheFormatError("manifest is missing (expired or never written)")
         if text.get("format") != str(FORMAT_VERSION):
             raise CacheFormatError(
-                f"manifest format {text.get('format')!r} is not {FORMAT_VERSION}: upgrade the reader"
+                f"manifest format {text.get('format')!r} is not {FORMAT_VERSION}: "
+                "upgrade the reader"
             )
         try:
             values = {f.name: _typed(f.type, text[f.name]) for f in fields(cls)}

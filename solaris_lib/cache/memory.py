@@ -110,7 +110,8 @@ def user_bytes(
     ``key_length``: (u,) or one length of the users' key names.
     """
     pairs = np.asarray(pairs, dtype=np.int64)
-    listpack = size_class(LISTPACK_OVERHEAD + lp_field_sum + pairs * listpack_string_bytes(value_bytes))
+    entries = lp_field_sum + pairs * listpack_string_bytes(value_bytes)
+    listpack = size_class(LISTPACK_OVERHEAD + entries)
     buckets = 8 * np.left_shift(1, np.ceil(np.log2(np.maximum(pairs, 4))).astype(np.int64))
     value_sds = int(sds_bytes(value_bytes))
     hashtable = DICT_STRUCT + buckets + ht_field_sum + pairs * value_sds

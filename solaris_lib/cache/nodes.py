@@ -149,7 +149,8 @@ class ClusterRouter:
         last: CacheError | None = None
         for address in dict.fromkeys(candidates):
             try:
-                reply = self._pool(address).request(pack_command("CLUSTER", "SLOTS"), 1, deadline)[0]
+                command = pack_command("CLUSTER", "SLOTS")
+                reply = self._pool(address).request(command, 1, deadline)[0]
             except CacheUnavailableError as exc:
                 last = exc
                 continue

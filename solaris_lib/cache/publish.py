@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.cache import frames, memory
@@ -60,7 +59,7 @@ from solaris_lib.cache.validate import (
     survey,
     user_groups,
 )
-from solaris_lib.cache.writer import WriteTarget
+from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, DataLayout
@@ -152,7 +151,6 @@ class _Run:
         self.current_phase: str | None = None
         self.alias_sent = False
         self._clock = time.perf_counter()
-        self._digest = ""
 
     def _phase(self, name: str | None) -> None:
         """Close the running phase's timer and tell the hook that ``name`` starts."""
@@ -207,7 +205,6 @@ class _Run:
 
     def _publish_valid(self, valid, users, found: Survey) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
-        self._digest = found.digest
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
                              found.digest)
         report = PublishReport("published", version, None, self.server.served_version(),
@@ -220,12 +217,9 @@ class _Run:
         self._phase("estimate")
         self._check_memory(users, codec, report)
         self._phase("write")
-        self._write(valid, codec, report, found.valid_rows)
-        if report.quarantined.get("non_finite_embedding"):
-            log.warning("%d rows with inf/nan embeddings were not published",
-                        report.quarantined["non_finite_embedding"])
+        manifest = self._write(valid, codec, report, found)
         self._phase("switch")
-        return self._switch(report)
+        return self._switch(report, manifest)
 
     def _nothing_to_do(self, report: PublishReport) -> bool:
         previous = report.previous_version
@@ -276,10 +270,12 @@ class _Run:
                     f"Nothing was written; {report.previous_version or 'no version'} is still "
                     f"served.", required, free)
 
-    def _write(self, valid, codec: Codec, report: PublishReport, valid_rows: int) -> None:
+    def _write(self, valid, codec: Codec, report: PublishReport, found: Survey) -> Manifest:
+        """Write the manifest (state writing) and every pair; check the counts."""
+        valid_rows = found.valid_rows
         manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
                             self.interval.start.isoformat(), self.interval.end.isoformat(),
-                            valid_rows, report.users, self._digest, self.ttl_s)
+                            valid_rows, report.users, found.digest, self.ttl_s)
         self.server.write_manifest(manifest)
         target = WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix,
                              report.version, codec.name, codec.dim, self.ttl_s,
@@ -288,7 +284,7 @@ class _Run:
         partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
         started = time.perf_counter()
         stats = _run_spark(lambda: frames.write(valid, target, partitions), report)
-        totals = {name: sum(s[name] for s in stats) for name in stats[0] if name != "seconds"}
+        totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
         elapsed = time.perf_counter() - started
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
                  totals["users"], totals["bytes_sent"] // 2**20, elapsed,
@@ -298,11 +294,13 @@ class _Run:
                                                          totals["duplicates"])
         if totals["non_finite"]:
             report.quarantined["non_finite_embedding"] = totals["non_finite"]
-        self._manifest = manifest
+            log.warning("%d rows with inf/nan embeddings were not published",
+                        totals["non_finite"])
+        return manifest
 
-    def _switch(self, report: PublishReport) -> PublishReport:
-        final = Manifest(**{**asdict(self._manifest), "pairs": report.pairs,
-                            "users": report.users, "state": STATE_COMPLETE})
+    def _switch(self, report: PublishReport, manifest: Manifest) -> PublishReport:
+        final = Manifest(**{**asdict(manifest), "pairs": report.pairs, "users": report.users,
+                            "state": STATE_COMPLETE})
         self.server.write_manifest(final)
         self.alias_sent = True
         report.served_version = self.server.switch_alias(report.version, self.config.force)
@@ -313,12 +311,10 @@ class _Run:
         return report
 
 
-def _encoded(fp16: bytes, codec: Codec) -> bytes:
-    """The stored value of an fp16 input embedding under ``codec``."""
-    return np.frombuffer(fp16, "<f2").astype(codec.dtype).tobytes()
-
-
 def _check_counts(totals: dict[str, int], valid_rows: int, version: str) -> None:
+    if not totals["pairs"]:
+        raise PublishInputError(f"version {version}: every publishable row had an inf or nan "
+                                f"embedding; nothing to serve, the alias was not switched")
     if totals["pairs"] + totals["duplicates"] + totals["non_finite"] != valid_rows:
         raise VerificationError(
             f"version {version}: {totals['pairs']} pairs written + {totals['duplicates']} "

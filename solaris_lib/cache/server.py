@@ -11,7 +11,7 @@ import time
 
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import CacheError, CacheProtocolError
-from solaris_lib.cache.format import Manifest, alias_key, data_key, manifest_key
+from solaris_lib.cache.format import Manifest, alias_key, manifest_key
 from solaris_lib.cache.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_VALUE, HashLimits
 from solaris_lib.cache.nodes import NodePool, hash_tag, make_router
 from solaris_lib.cache.resp import ReplyError, pack_command
@@ -83,11 +83,6 @@ class CacheServer:
         key = alias_key(self.prefix)
         reply = self.command(key, "EVAL", SWITCH_ALIAS, 1, key, version, "1" if force else "0")
         return reply.decode()
-
-    def read_pairs(self, version: str, user_id: int, item_ids: list[int]) -> list[bytes | None]:
-        """HMGET of one user's items in ``version`` (the publisher's read-back check)."""
-        key = data_key(self.prefix, version, user_id)
-        return self.command(key, "HMGET", key, *item_ids)
 
     def memory(self) -> dict[tuple[str, int], dict[str, int]]:
         """``INFO memory`` numbers of each master."""

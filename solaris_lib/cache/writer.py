@@ -115,18 +115,12 @@ class PartitionWriter:
         keep = pairs.dedupe(users, items, fp16)
         self.counts["duplicates"] += len(keep) - int(keep.sum())
         users, items, fp16 = users[keep], items[keep], fp16[keep]
-        values = self._encode(fp16)
+        values = self.codec.from_fp16(fp16)
         starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
         ends = np.r_[starts[1:], len(users)]
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             part = slice(start, end)
             self._buffer_user(int(users[start]), items[part], values[part], fp16[part])
-
-    def _encode(self, fp16: np.ndarray) -> np.ndarray:
-        """(n, value_bytes) uint8 in the codec's encoding, from (n, 2 * dim) fp16 bytes."""
-        if self.codec.name == "fp16":
-            return fp16
-        return np.ascontiguousarray(fp16).view("<f2").astype(self.codec.dtype).view(np.uint8)
 
     def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
                      fp16: np.ndarray) -> None:

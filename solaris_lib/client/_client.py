@@ -67,7 +67,6 @@ class SolarisClient:
 
     def __init__(self, endpoint: Endpoint, options: ClientOptions) -> None:
         self._options = options
-        self._endpoint = endpoint
         self._router = make_router(endpoint)
         self._counters = Counters()
         self._misses = MissSampler(options.miss_sample_rate, options.miss_queue_size,
@@ -97,7 +96,7 @@ class SolarisClient:
     # -- the request path -----------------------------------------------------------------
 
     def lookup(self, user_id: int, item_ids: Sequence[int] | np.ndarray) -> LookupResult:
-        """Embeddings of ``item_ids`` (n,) for ``user_id`` in one round trip; never raises I/O errors.
+        """Embeddings of ``item_ids`` (n,) for ``user_id``: one round trip, no I/O exceptions.
 
         Raises TypeError only for arguments that are not integers (a caller bug).
         """
@@ -105,7 +104,8 @@ class SolarisClient:
         items = _item_array(item_ids)
         served = self._served
         if served is None or self._closed.is_set():
-            return self._miss_all(items, started, "closed" if self._closed.is_set() else "no_version")
+            reason = "closed" if self._closed.is_set() else "no_version"
+            return self._miss_all(items, started, reason)
         if not len(items):
             return all_misses(0, served.codec.dim, None, served.version, served.model_version, None)
         tag = str(int(user_id))
@@ -146,6 +146,8 @@ class SolarisClient:
         counter = {"timeout": "timeouts", "connection": "connection_errors"}.get(kind,
                                                                                  "server_errors")
         opened = breaker.record_failure() if breaker is not None else False
+        if opened or breaker is None:
+            self._router.stale = self._router.cluster  # a failover moves slots: reload the map
         if opened:
             log.warning("cache node unhealthy (%s); answering misses until it recovers", exc)
             self._misses.wake()
@@ -210,9 +212,14 @@ class SolarisClient:
             entries = self._misses.wait(wait)
             if self._closed.is_set():
                 return
-            if entries:
-                self._write_misses(entries)
-            self._maintain()
+            try:
+                if entries:
+                    self._write_misses(entries)
+                self._maintain()
+            except Exception:  # noqa: BLE001 - a bug must not stop alias refreshes for good
+                self._counters.add(refresh_errors=1)
+                log.exception("cache client maintenance failed; retrying")
+                self._closed.wait(self._options.refresh_interval_s)
 
     def _maintain(self, initial: bool = False) -> None:
         """Probe open breakers, reload a stale slot map, re-read the alias when due."""

@@ -74,7 +74,16 @@ def test_fp16_values_are_little_endian_half_floats():
 
 
 def test_fp32_values_are_little_endian_floats():
-    assert Codec("fp32", 2).encode(np.array([[1.0, -2.0]]))[0] == b"\x00\x00\x80\x3f\x00\x00\x00\xc0"
+    value = Codec("fp32", 2).encode(np.array([[1.0, -2.0]]))[0]
+    assert value == b"\x00\x00\x80\x3f\x00\x00\x00\xc0"
+
+
+def test_the_writer_conversion_from_fp16_matches_encode():
+    fp16 = np.array([[1.0, -2.0], [0.5, 3.0]], "<f2")
+    as_bytes = fp16.view(np.uint8)
+    assert Codec("fp16", 2).from_fp16(as_bytes).tobytes() == fp16.tobytes()
+    wide = Codec("fp32", 2)
+    assert [r.tobytes() for r in wide.from_fp16(as_bytes)] == wide.encode(fp16.astype(float))
 
 
 def test_decode_places_hits_and_fallback_rows():

@@ -10,7 +10,8 @@ from solaris_lib.cache.resp import pack_command, pack_hmget, remaining
 
 def test_pack_command_is_an_array_of_bulk_strings():
     assert pack_command("GET", "k") == b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
-    assert pack_command("EXPIRE", b"k\x00", 10) == b"*3\r\n$6\r\nEXPIRE\r\n$2\r\nk\x00\r\n$2\r\n10\r\n"
+    expire = b"*3\r\n$6\r\nEXPIRE\r\n$2\r\nk\x00\r\n$2\r\n10\r\n"
+    assert pack_command("EXPIRE", b"k\x00", 10) == expire
     assert pack_command("SET", "k", "") == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n"
 
 
