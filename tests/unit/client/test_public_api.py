@@ -1,6 +1,8 @@
 """The client's public surface: pinned names, the exception tree, options checked up front."""
 
 import inspect
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -63,3 +65,11 @@ def test_fallback_fixes_the_dimension():
     options = ClientOptions.build(fallback=np.array([1.0, 2.0, 3.0]))
     assert options.expected_dim == 3 and options.fallback == (1.0, 2.0, 3.0)
     assert options.fallback_vector.dtype == np.float32
+
+
+def test_client_and_publisher_import_without_heavy_dependencies():
+    code = ("import sys\n"
+            "for name in ('pyspark', 'torch', 'faiss'):\n"
+            "    sys.modules[name] = None\n"
+            "import solaris_lib.client, solaris_lib.cache.publish, solaris_lib.cache.commands\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
