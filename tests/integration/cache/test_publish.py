@@ -12,6 +12,7 @@ import redis
 
 from solaris_lib.cache.errors import InsufficientMemoryError, PublishInputError
 from solaris_lib.cache.publish import CACHE_STAGE, PublishConfig, publish
+from solaris_lib.cache.validate import REASONS
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
 from solaris_lib.layout import DataLayout
@@ -110,6 +111,7 @@ def test_bad_rows_are_quarantined_and_duplicates_resolved(spark, settings_for, r
     write_embeddings(settings, pa.concat_tables([clean, extra]))
     report = publish(spark, settings, INTERVAL, PublishConfig())
     assert report.quarantined == {r[4]: 1 for r in bad}
+    assert set(report.quarantined) == set(REASONS) - {"null_item_id", "negative_user_id"}
     assert (report.pairs, report.duplicates) == (clean.num_rows + 1, 1)
     folder = DataLayout.from_settings(settings).output(CACHE_STAGE, INTERVAL, "quarantine")
     quarantined = pa.concat_tables([pq.read_table(f) for f in list_files(folder)])
