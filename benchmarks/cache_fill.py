@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import redis
 
+from solaris_lib.cache.memory import HashLimits
+from solaris_lib.cache.pairs import binary_column
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.config import load_settings
 from solaris_lib.devtools.redis_server import RedisServer
@@ -44,25 +46,14 @@ INTERVAL = Interval(datetime(2026, 1, 5, 10, tzinfo=UTC), datetime(2026, 1, 5, 1
 TARGET_RATIO = 0.5
 
 
-def hash_settings() -> list[str]:
-    """``infra/redis.conf``'s hash-max-listpack-* lines as redis-server arguments."""
-    args = []
-    for line in (ROOT / "infra" / "redis.conf").read_text().splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith("hash-max-listpack"):
-            args += [f"--{name}", value.strip()]
-    return args
-
-
 def make_table(users: int, per_user: int, dim: int, seed: int, first_user: int = 0) -> pa.Table:
     rng = np.random.default_rng(seed)
     user_ids = np.repeat(np.arange(first_user, first_user + users, dtype=np.int64), per_user)
     items = rng.integers(10**7, 10**8, len(user_ids), dtype=np.int64)
     values = rng.standard_normal((len(user_ids), dim)).astype("<f2")
-    embedding = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(2 * dim), len(values), [None, pa.py_buffer(values.tobytes())]).cast(pa.binary())
     return pa.table({"user_id": user_ids, "item_id": items,
-                     "model_version": pa.array(["bench"] * len(user_ids)), "embedding": embedding})
+                     "model_version": pa.array(["bench"] * len(user_ids)),
+                     "embedding": binary_column(values)})
 
 
 def write_partition(settings, table: pa.Table, interval: Interval) -> None:
@@ -116,7 +107,8 @@ def run(options, work: Path) -> dict:
 
     table = make_table(options.users, options.per_user, options.dim, seed=1)
     pairs = table.num_rows
-    with RedisServer(args=("--maxmemory", "6gb", *hash_settings())) as server:
+    limits = HashLimits.from_redis_conf((ROOT / "infra" / "redis.conf").read_text())
+    with RedisServer(args=("--maxmemory", "6gb", *limits.server_args())) as server:
         settings = load_settings(data_root=str(work / "data"), redis_url=server.url,
                                  redis_key_prefix="bench")
         write_partition(settings, table, INTERVAL)

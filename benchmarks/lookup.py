@@ -31,6 +31,8 @@ import pyarrow as pa
 import redis
 
 from solaris_lib.cache.format import STATE_COMPLETE, Manifest, data_key, version_id
+from solaris_lib.cache.memory import HashLimits
+from solaris_lib.cache.pairs import binary_column
 from solaris_lib.cache.server import CacheServer
 from solaris_lib.cache.writer import PartitionWriter, WriteTarget
 from solaris_lib.client import SolarisClient
@@ -43,14 +45,10 @@ TARGETS = {"ratio_p99": 1.25, "client_p50_us": 500.0, "bytes_per_payload": 1.5,
            "speedup_vs_online_fm": 50.0}
 
 
-def recommended_config() -> list[str]:
-    """The hash settings of ``infra/redis.conf`` as redis-server arguments."""
-    args = []
-    for line in (ROOT / "infra" / "redis.conf").read_text().splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith("hash-max-listpack"):
-            args += [f"--{name}", value.strip()]
-    return args
+def recommended_limits() -> HashLimits:
+    """The hash settings of the shipped ``infra/redis.conf``."""
+    path = ROOT / "infra" / "redis.conf"
+    return HashLimits.from_redis_conf(path.read_text(), str(path))
 
 
 def make_pairs(users: int, entries: int, dim: int, seed: int):
@@ -67,9 +65,8 @@ def load(url: str, user_ids, items, values, dim: int) -> str:
     """Write the pairs with the publisher's writer, then the manifest and the alias."""
     version = version_id("20260105T100000Z", "bench", "fp16", dim, "0" * 32)
     writer = PartitionWriter(WriteTarget(url, PREFIX, version, "fp16", dim, 3600))
-    embeddings = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(2 * dim), len(values), [None, pa.py_buffer(values.tobytes())]).cast(pa.binary())
-    batch = pa.RecordBatch.from_arrays([pa.array(user_ids), pa.array(items), embeddings],
+    batch = pa.RecordBatch.from_arrays([pa.array(user_ids), pa.array(items),
+                                        binary_column(values)],
                                        names=["user_id", "item_id", "embedding"])
     writer.add(batch)
     stats = writer.finish().to_pylist()[0]
@@ -194,7 +191,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     pairs = make_pairs(options.users, options.entries_per_user, options.dim, options.seed)
     configs = {"hashtable": run_encoding("hashtable", [], pairs, options),
-               "listpack": run_encoding("listpack", recommended_config(), pairs, options)}
+               "listpack": run_encoding("listpack", recommended_limits().server_args(), pairs,
+                                        options)}
     user, ids = requests(*pairs[:2], 1, options.per_call, options.hit_rate, options.seed)[0]
     fm = online_fm_latencies(user, ids, options.calls)
     chosen = configs["listpack"]

@@ -40,6 +40,20 @@ class HashLimits:
     max_value: int = DEFAULT_MAX_VALUE
     source: str = "redis defaults (CONFIG GET not permitted)"
 
+    @classmethod
+    def from_redis_conf(cls, text: str, source: str = "redis.conf") -> HashLimits:
+        """The limits a redis.conf sets (Redis defaults for the lines it lacks)."""
+        lines = (line.split(None, 1) for line in text.splitlines()
+                 if not line.lstrip().startswith("#"))
+        settings = {parts[0]: parts[1].strip() for parts in lines if len(parts) == 2}
+        return cls(int(settings.get("hash-max-listpack-entries", DEFAULT_MAX_ENTRIES)),
+                   int(settings.get("hash-max-listpack-value", DEFAULT_MAX_VALUE)), source)
+
+    def server_args(self) -> list[str]:
+        """These limits as redis-server command-line arguments."""
+        return ["--hash-max-listpack-entries", str(self.max_entries),
+                "--hash-max-listpack-value", str(self.max_value)]
+
     def encoding(self, pairs: int, value_bytes: int) -> str:
         """The encoding Redis gives a user hash of ``pairs`` values of ``value_bytes``."""
         fits = pairs <= self.max_entries and value_bytes <= self.max_value

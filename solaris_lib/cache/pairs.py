@@ -32,6 +32,16 @@ def fixed_width_values(array: pa.Array, width: int) -> np.ndarray:
     return data.reshape(len(array), width)
 
 
+def binary_column(values: np.ndarray) -> pa.Array:
+    """A binary array with one value per row of ``values`` (n, w) uint8 (or any 2-D array
+    whose rows are the bytes): the inverse of :func:`fixed_width_values`."""
+    rows = np.ascontiguousarray(values)
+    width = rows.shape[1] * rows.itemsize
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(rows),
+                                                 [None, pa.py_buffer(rows.tobytes())])
+    return fixed.cast(pa.binary())
+
+
 def non_finite_fp16(values: np.ndarray) -> np.ndarray:
     """(n,) True where a row of fp16 bytes (n, 2 * dim) holds an inf or a nan (every exponent
     bit of a value set)."""

@@ -66,3 +66,15 @@ def test_free_bytes_prefers_maxmemory():
                                            "total_system_memory": 5000})
     assert (free, limit) == (4900, 5000) and "total_system_memory" in what
     assert memory.with_margin(1000) == 1100
+
+
+def test_the_shipped_redis_conf_keeps_dim_64_users_in_listpacks():
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[3] / "infra" / "redis.conf"
+    limits = memory.HashLimits.from_redis_conf(conf.read_text())
+    assert limits.encoding(300, 128) == "listpack"
+    assert limits.server_args() == ["--hash-max-listpack-entries", str(limits.max_entries),
+                                    "--hash-max-listpack-value", str(limits.max_value)]
+    assert memory.HashLimits.from_redis_conf("# nothing\n") == memory.HashLimits(
+        source="redis.conf")

@@ -53,3 +53,12 @@ def test_hset_command_matches_the_generic_packer():
                      key=lambda pair: len(str(pair[0])))
     flat = [part for item, value in grouped for part in (str(item), value)]
     assert command == pack_command("HSET", "p:e:v:{3}", *flat)
+
+
+def test_binary_column_is_the_inverse_of_fixed_width_values():
+    values = np.arange(24, dtype=np.uint8).reshape(4, 6)
+    column = pairs.binary_column(values)
+    assert column.type == pa.binary() and column[1].as_py() == bytes(range(6, 12))
+    assert (pairs.fixed_width_values(column, 6) == values).all()
+    halves = np.ones((2, 3), "<f2")
+    assert pairs.binary_column(halves)[0].as_py() == halves[0].tobytes()
