@@ -18,6 +18,7 @@ from solaris_lib.errors import SolarisError
 COMMAND_MODULES = (
     "solaris_lib.simulate.commands",
     "solaris_lib.logs.commands",
+    "solaris_lib.cache.commands",
 )
 
 

@@ -1,0 +1,253 @@
+"""The embedding cache's byte format (``docs/cache-format.md``): one module, writer and reader.
+
+Keys, all under the deployment's key prefix ``P``::
+
+    P:alias                         string  the served version id
+    P:m:<version>                   hash    the version's manifest (see :class:`Manifest`)
+    P:e:<version>:{<user_id>}       hash    one field per cached item of the user
+    P:misses                        stream  sampled lookup misses (docs/pipeline.md)
+    P:h:...                         reserved for hierarchical-fallback tables (issue 7)
+
+The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one HMGET
+reads any number of the user's items in one round trip. Fields of a user hash:
+
+    ``<item_id>``     decimal item id (digits only): the exact (user, item) embedding
+    ``c<cluster_id>`` reserved: a coarser (user, item cluster) embedding, same value codec
+    ``_...``          reserved for per-user metadata
+
+A value is ``dim`` little-endian IEEE floats (fp16 by default: ``dim * 2`` bytes), no header:
+the version's manifest names the codec and the dimension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from enum import IntEnum
+
+import numpy as np
+
+from solaris_lib.cache.errors import CacheConfigError, CacheFormatError
+
+FORMAT_VERSION = 1
+CODECS = {"fp16": "<f2", "fp32": "<f4"}
+DEFAULT_CODEC = "fp16"
+CLUSTER_FIELD_PREFIX = "c"
+STATE_WRITING = "writing"
+STATE_COMPLETE = "complete"
+
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
+_VERSION = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{10}$")
+_MODEL_VERSION = re.compile(r"^[A-Za-z0-9_.+=-]{1,128}$")
+
+
+class Level(IntEnum):
+    """Where a looked-up row came from; one ``int8`` per row of a lookup."""
+
+    MISS = 0
+    EXACT = 1
+    CLUSTER = 2  # reserved for the hierarchical fallback (issue 7); never returned yet
+
+
+def check_prefix(prefix: str) -> str:
+    """Refuse prefixes that could collide with the key grammar (``:``, ``{``, spaces)."""
+    if not _PREFIX.match(prefix):
+        raise CacheConfigError(f"key prefix {prefix!r} must match {_PREFIX.pattern}")
+    return prefix
+
+
+def alias_key(prefix: str) -> str:
+    """The string key naming the served version."""
+    return f"{prefix}:alias"
+
+
+def manifest_key(prefix: str, version: str) -> str:
+    """The hash describing one version (codec, dimension, counts, state)."""
+    return f"{prefix}:m:{version}"
+
+
+def data_key_head(prefix: str, version: str) -> str:
+    """Everything of a user's data key before the user id: ``P:e:<version>:{``."""
+    return f"{prefix}:e:{version}:{{"
+
+
+def data_key(prefix: str, version: str, user_id: int) -> str:
+    """The hash holding one user's embeddings of one version."""
+    return f"{data_key_head(prefix, version)}{int(user_id)}}}"
+
+
+def misses_key(prefix: str) -> str:
+    """The capped stream of sampled lookup misses (read by the next speculation run)."""
+    return f"{prefix}:misses"
+
+
+def item_field(item_id: int) -> str:
+    """Field of an exact (user, item) embedding: the item id in decimal."""
+    return str(int(item_id))
+
+
+def cluster_field(cluster_id: int) -> str:
+    """Reserved field of a (user, item cluster) fallback embedding (issue 7)."""
+    return f"{CLUSTER_FIELD_PREFIX}{int(cluster_id)}"
+
+
+def version_id(interval_key: str, model_version: str, codec: str, dim: int, digest: str) -> str:
+    """Deterministic version id: ``<interval key>-<10 hex>``.
+
+    The hex part hashes the model version, the codec, the dimension and the content digest, so
+    a rerun of an interval over the same embeddings names the same version (and rewrites the
+    same bytes), while different content never shares a namespace with served data.
+    Sorting version ids sorts them by interval.
+    """
+    check_model_version(model_version)
+    material = "\0".join([model_version, codec, str(dim), digest]).encode()
+    return f"{interval_key}-{hashlib.blake2b(material, digest_size=5).hexdigest()}"
+
+
+def check_version(version: str) -> str:
+    if not _VERSION.match(version):
+        raise CacheFormatError(f"not a cache version id: {version!r} (expected {_VERSION.pattern})")
+    return version
+
+
+def check_model_version(model_version: str) -> str:
+    if not _MODEL_VERSION.match(model_version):
+        raise CacheFormatError(
+            f"model version {model_version!r} must match {_MODEL_VERSION.pattern}"
+        )
+    return model_version
+
+
+@dataclass(frozen=True)
+class Codec:
+    """The value codec of one version: ``dim`` little-endian floats of ``name`` (fp16/fp32)."""
+
+    name: str
+    dim: int
+
+    def __post_init__(self) -> None:
+        if self.name not in CODECS:
+            raise CacheFormatError(f"unknown codec {self.name!r}; known: {', '.join(CODECS)}")
+        if not 0 < self.dim <= 65536:
+            raise CacheFormatError(f"embedding dimension must be in 1..65536, got {self.dim}")
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(CODECS[self.name])
+
+    @property
+    def value_bytes(self) -> int:
+        """Bytes of one stored value."""
+        return self.dim * self.dtype.itemsize
+
+    def from_fp16(self, fp16: np.ndarray) -> np.ndarray:
+        """Stored values (n, value_bytes) uint8 from fp16 embedding bytes (n, 2 * dim) uint8:
+        the writer's conversion (the embeddings table is fp16; fp16 values pass unchanged)."""
+        if self.name == "fp16":
+            return fp16
+        return np.ascontiguousarray(fp16).view("<f2").astype(self.dtype).view(np.uint8)
+
+    def encode(self, embeddings: np.ndarray) -> list[bytes]:
+        """One value per row of ``embeddings`` (n, dim); values are cast to the codec's floats."""
+        matrix = np.ascontiguousarray(np.asarray(embeddings).astype(self.dtype, copy=False))
+        if matrix.ndim != 2 or matrix.shape[1] != self.dim:
+            raise CacheFormatError(
+                f"expected embeddings of shape (n, {self.dim}), got {matrix.shape}")
+        size = self.value_bytes
+        flat = matrix.tobytes()
+        return [flat[i : i + size] for i in range(0, len(flat), size)]
+
+    def decode(
+        self, values: Sequence[bytes | None], fallback: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Decode HMGET replies into ``(embeddings (n, dim) float32, hit (n,) bool, corrupt)``.
+
+        A None reply is a miss; a value of the wrong length is corrupt, counted and treated as a
+        miss. Missed rows hold ``fallback`` (a (dim,) vector) or zeros.
+        """
+        values = list(values)
+        n, size = len(values), self.value_bytes
+        zero = bytes(size)
+        joined = b"".join([zero if v is None else v for v in values])
+        hit = (np.ones(n, dtype=bool) if None not in values
+               else np.fromiter(map(bool, values), dtype=bool, count=n))
+        corrupt = 0
+        if len(joined) != n * size:
+            hit = np.array([v is not None and len(v) == size for v in values], dtype=bool)
+            corrupt = n - values.count(None) - int(hit.sum())
+            joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])
+        out = self._floats(joined).reshape(n, self.dim)
+        if fallback is not None and not hit.all():
+            out[~hit] = fallback
+        return out, hit, corrupt
+
+    def _floats(self, data: bytes) -> np.ndarray:
+        """float32 copy of the codec's values (fp16 through a 64K-entry table: 2x numpy's cast)."""
+        if self.name == "fp16":
+            return np.take(_FP16_TO_FP32, np.frombuffer(data, dtype="<u2"))
+        return np.frombuffer(data, dtype=self.dtype).astype(np.float32)
+
+
+_FP16_TO_FP32 = np.arange(65536, dtype=np.uint16).view("<f2").astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``P:m:<version>`` holds: enough for a reader to decode and for an operator to audit."""
+
+    version: str
+    model_version: str
+    codec: str
+    dim: int
+    interval_start: str
+    interval_end: str
+    pairs: int
+    users: int
+    digest: str
+    ttl_s: int
+    state: str = STATE_WRITING
+    format: int = FORMAT_VERSION
+
+    @property
+    def value_codec(self) -> Codec:
+        return Codec(self.codec, self.dim)
+
+    @property
+    def complete(self) -> bool:
+        return self.state == STATE_COMPLETE
+
+    def to_fields(self) -> dict[str, str]:
+        """The hash fields, all as strings (the exact bytes are pinned by tests)."""
+        return {name: str(value) for name, value in asdict(self).items()}
+
+    @classmethod
+    def from_fields(cls, raw: Mapping[bytes | str, bytes | str]) -> Manifest:
+        """Parse an HGETALL reply; unknown formats and missing fields are a CacheFormatError."""
+        text = {_text(k): _text(v) for k, v in raw.items()}
+        if not text:
+            raise CacheFormatError("manifest is missing (expired or never written)")
+        if text.get("format") != str(FORMAT_VERSION):
+            raise CacheFormatError(
+                f"manifest format {text.get('format')!r} is not {FORMAT_VERSION}: "
+                "upgrade the reader"
+            )
+        try:
+            values = {f.name: _typed(f.type, text[f.name]) for f in fields(cls)}
+        except KeyError as exc:
+            raise CacheFormatError(f"manifest lacks field {exc.args[0]!r}") from exc
+        except ValueError as exc:
+            raise CacheFormatError(f"manifest has a malformed number: {exc}") from exc
+        manifest = cls(**values)
+        check_version(manifest.version)
+        manifest.value_codec  # noqa: B018 - validates codec and dimension
+        return manifest
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _typed(annotation: object, text: str) -> object:
+    return int(text) if annotation in (int, "int") else text

@@ -1,0 +1,109 @@
+"""numpy work on a batch of (user, item, embedding) pairs: no I/O, no Spark.
+
+Used by the executor-side writer: view the embedding bytes, drop non-finite values, resolve
+duplicate pairs deterministically, pick the read-back sample, and encode ``HSET`` commands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from solaris_lib.cache.memory import decimal_digits
+
+_FP16_EXPONENT = 0x7C00
+_MIX_ITEM = np.uint64(0x9E3779B97F4A7C15)
+_MIX_USER = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def fixed_width_values(array: pa.Array, width: int) -> np.ndarray:
+    """The bytes of a binary array whose values are all ``width`` long, as (n, width) uint8.
+
+    A zero-copy view of the array's data buffer (the publisher validated every length).
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if len(array) == 0:
+        return np.zeros((0, width), dtype=np.uint8)
+    offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=offset_type)
+    first, last = offsets[array.offset], offsets[array.offset + len(array)]
+    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[first:last]
+    return data.reshape(len(array), width)
+
+
+def binary_column(values: np.ndarray) -> pa.Array:
+    """A binary array with one value per row of ``values`` (n, w) uint8 (or any 2-D array
+    whose rows are the bytes): the inverse of :func:`fixed_width_values`."""
+    rows = np.ascontiguousarray(values)
+    width = rows.shape[1] * rows.itemsize
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(rows),
+                                                 [None, pa.py_buffer(rows.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+def non_finite_fp16(values: np.ndarray) -> np.ndarray:
+    """(n,) True where a row of fp16 bytes (n, 2 * dim) holds an inf or a nan (every exponent
+    bit of a value set)."""
+    halves = np.ascontiguousarray(values).view("<u2")
+    return ((halves & _FP16_EXPONENT) == _FP16_EXPONENT).any(axis=1)
+
+
+def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(n,) mask keeping one row per (user, item); rows arrive sorted by (user, item).
+
+    Of the copies of a pair the one with the smallest embedding bytes (unsigned,
+    lexicographic) is kept, so the result does not depend on the order of the copies.
+    """
+    keep = np.ones(len(users), dtype=bool)
+    same = (users[1:] == users[:-1]) & (items[1:] == items[:-1])
+    if not same.any():
+        return keep
+    starts = np.flatnonzero(np.r_[True, ~same])
+    ends = np.r_[starts[1:], len(users)]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if end - start > 1:
+            copies = [values[i].tobytes() for i in range(start, end)]
+            keep[start:end] = False
+            keep[start + copies.index(min(copies))] = True
+    return keep
+
+
+def sampled(user: int, items: np.ndarray, modulus: int) -> np.ndarray:
+    """(k,) True for the pairs of the read-back sample: about one pair in ``modulus``, chosen
+    by a fixed hash of (user, item) so every rerun checks the same pairs."""
+    mixed = items.astype(np.uint64) * _MIX_ITEM + np.array([user], np.uint64) * _MIX_USER
+    return (mixed >> np.uint64(29)) % np.uint64(modulus) == 0
+
+
+def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
+    """``HSET key item value ...`` as RESP; ``items`` (k,) int64 >= 0, ``values`` (k, w) uint8.
+
+    Pairs are emitted grouped by the item id's digit count (field order does not matter to
+    HSET), so each group is a fixed-width record matrix filled by column slices.
+    """
+    key_bytes = key.encode()
+    parts = [b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * len(items), len(key_bytes),
+                                                     key_bytes)]
+    digits = decimal_digits(items)
+    for length in np.unique(digits).tolist():
+        chosen = digits == length
+        parts.append(_pair_records(items[chosen], values[chosen], length).tobytes())
+    return b"".join(parts)
+
+
+def _pair_records(items: np.ndarray, values: np.ndarray, length: int) -> np.ndarray:
+    """(k, record) uint8 RESP of k pairs: ``$<length> CRLF digits CRLF $<w> CRLF value CRLF``."""
+    head, middle = b"$%d\r\n" % length, b"\r\n$%d\r\n" % values.shape[1]
+    a = len(head)
+    b = a + length
+    c = b + len(middle)
+    d = c + values.shape[1]
+    records = np.empty((len(items), d + 2), dtype=np.uint8)
+    records[:, :a] = np.frombuffer(head, dtype=np.uint8)
+    powers = 10 ** np.arange(length - 1, -1, -1, dtype=np.int64)
+    records[:, a:b] = items[:, None] // powers % 10 + ord("0")
+    records[:, b:c] = np.frombuffer(middle, dtype=np.uint8)
+    records[:, c:d] = values
+    records[:, d:] = (13, 10)
+    return records

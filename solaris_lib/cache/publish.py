@@ -1,0 +1,350 @@
+"""Publish one interval's embeddings as a new cache version, then switch the alias to it.
+
+Phases (``on_phase`` hears each name before it starts; each logs counts and rates):
+
+1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
+                reason and the content digest -> the deterministic version id
+2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
+3. ``estimate`` bytes per master from per-user pair counts; refuse when they will not fit
+4. ``write``    manifest (state ``writing``), then every Spark partition, pipelined; each task
+                then counts the fields its users hold on the server and reads back a
+                hash-chosen sample of its pairs. Checked: pairs written + duplicates +
+                non-finite = publishable rows, fields on the server = pairs written, every
+                sampled pair equal to its input bytes and values
+5. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
+6. ``quarantine`` (when rows were refused) the refused rows with their reason
+
+Nothing a reader can see changes before phase 6: the alias still names the previous version,
+whose keys are never touched, so a failure at any point leaves it served. Old versions expire
+by TTL. A rerun of the same interval over the same embeddings gets the same version id and
+writes the same bytes; when that version is already served it returns ``already_served``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from solaris_lib.cache import frames, memory
+from solaris_lib.cache.errors import (
+    CacheProtocolError,
+    CacheUnavailableError,
+    InsufficientMemoryError,
+    PublishError,
+    PublishInputError,
+    VerificationError,
+)
+from solaris_lib.cache.format import (
+    STATE_COMPLETE,
+    Codec,
+    Manifest,
+    check_prefix,
+    data_key_head,
+    version_id,
+)
+from solaris_lib.cache.server import CacheServer
+from solaris_lib.cache.validate import (
+    COLUMNS,
+    REASON,
+    Survey,
+    check_columns,
+    non_finite,
+    publishable_users,
+    reason,
+    survey,
+    user_groups,
+)
+from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
+from solaris_lib.config import SolarisSettings
+from solaris_lib.intervals import Interval
+from solaris_lib.layout import EMBEDDINGS, DataLayout
+from solaris_lib.storage import atomic_folder, is_complete
+
+log = logging.getLogger(__name__)
+CACHE_STAGE = "cache"
+
+
+class PublishConfig(BaseModel):
+    """Knobs of one publish; unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttl_s: int | None = Field(None, gt=0, description="Seconds the version's keys live after "
+                              "they are written; default three interval lengths.")
+    codec: Literal["fp16", "fp32"] = Field("fp16", description="Value codec in Redis (the input "
+                                           "is fp16; fp32 doubles memory for no precision gain).")
+    partitions: int | None = Field(None, ge=1, description="Spark partitions of the write "
+                                   "(parallel writers); default the session's parallelism.")
+    verify_sample: int = Field(64, ge=1, description="Pairs read back and compared with the "
+                               "input after the write.")
+    pipeline_bytes: int = Field(1 << 20, ge=1024, description="Bytes per pipelined send.")
+    write_timeout_s: float = Field(60.0, gt=0, description="Deadline of one pipelined send.")
+    force: bool = Field(False, description="Switch the alias even when it names a later "
+                        "interval (backfills normally leave it).")
+
+
+@dataclass
+class PublishReport:
+    """What a publish did (the job prints it as JSON)."""
+
+    status: str  # published | already_served | superseded
+    version: str
+    served_version: str | None
+    previous_version: str | None
+    model_version: str
+    codec: str
+    dim: int
+    rows_read: int
+    pairs: int = 0
+    users: int = 0
+    duplicates: int = 0
+    quarantined: dict[str, int] = field(default_factory=dict)
+    estimate_bytes: int = 0
+    listpack_users: int = 0
+    ttl_s: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+PhaseHook = Callable[[str], None]
+
+
+def publish(spark, settings: SolarisSettings, interval: Interval, config: PublishConfig,
+            *, on_phase: PhaseHook | None = None) -> PublishReport:
+    """Publish ``embeddings/interval=KEY/`` of ``interval``; see the module docstring."""
+    run = _Run(spark, settings, interval, config, on_phase or (lambda phase: None))
+    try:
+        with CacheServer(settings.redis_url, check_prefix(settings.redis_key_prefix)) as server:
+            run.server = server
+            return run.execute()
+    except (CacheUnavailableError, CacheProtocolError) as exc:
+        raise PublishError(_failure_message(run, exc)) from exc
+
+
+def _failure_message(run: _Run, exc: Exception) -> str:
+    """What failed, and what is served now (unknown only when the switch itself failed)."""
+    phase = run.current_phase or "connect"
+    served = ("the alias may or may not have moved: check `solaris cache-info`"
+              if run.alias_sent else "the alias was not switched: the previous version is "
+              "still served")
+    return f"publish of {run.interval} failed during {phase}: {exc}; {served}"
+
+
+class _Run:
+    """The state of one publish, phase by phase."""
+
+    def __init__(self, spark, settings: SolarisSettings, interval: Interval,
+                 config: PublishConfig, on_phase: PhaseHook) -> None:
+        self.spark, self.settings, self.interval, self.config = spark, settings, interval, config
+        self.on_phase = on_phase
+        self.layout = DataLayout.from_settings(settings)
+        self.ttl_s = config.ttl_s or int(3 * interval.length.total_seconds())
+        self.server: CacheServer | None = None
+        self.seconds: dict[str, float] = {}
+        self.current_phase: str | None = None
+        self.alias_sent = False
+        self._clock = time.perf_counter()
+
+    def _phase(self, name: str | None) -> None:
+        """Close the running phase's timer and tell the hook that ``name`` starts."""
+        now = time.perf_counter()
+        if self.current_phase is not None:
+            self.seconds[self.current_phase] = round(now - self._clock, 3)
+        self.current_phase, self._clock = name, now
+        if name is not None:
+            self.on_phase(name)
+
+    def execute(self) -> PublishReport:
+        self._phase("inspect")
+        source = self.layout.output(EMBEDDINGS, self.interval)
+        frame = self._read(source)
+        groups = user_groups(frame, frames.field_sizes()).persist()
+        try:
+            found = survey(groups, source)
+            valid = frame.where(reason(found.model_version, found.dim).isNull())
+            report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
+                                         publishable_users(groups, found), found)
+        finally:
+            groups.unpersist()
+        if report.status != "published" or not report.quarantined:
+            self._phase(None)
+            return report
+        self._phase("quarantine")
+        self._quarantine(frame, found, report)
+        self._phase(None)
+        return report
+
+    def _read(self, source: str):
+        if not is_complete(source):
+            raise PublishInputError(f"{source}: no complete embeddings partition for "
+                                    f"{self.interval} (missing or without _SUCCESS)")
+        frame = self.spark.read.parquet(source)
+        check_columns(frame, source)
+        return frame.select(*COLUMNS)
+
+    def _quarantine(self, frame, found: Survey, report: PublishReport) -> None:
+        """Write the refused rows with their reason (the writer's non-finite rows included)."""
+        from pyspark.sql import functions as F
+
+        target = self.layout.output(CACHE_STAGE, self.interval, "quarantine")
+        why = reason(found.model_version, found.dim)
+        if report.quarantined.get("non_finite_embedding"):
+            why = F.coalesce(why, F.when(non_finite(), "non_finite_embedding"))
+        bad = frame.withColumn(REASON, why)
+        with atomic_folder(target) as staging:
+            bad.where(bad[REASON].isNotNull()).write.mode("overwrite").parquet(staging)
+        log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
+                    found.rows, target, report.quarantined)
+
+    def _publish_valid(self, valid, users, found: Survey) -> PublishReport:
+        codec = Codec(self.config.codec, found.dim)
+        version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
+                             found.digest)
+        report = PublishReport("published", version, None, self.server.served_version(),
+                               found.model_version, codec.name, codec.dim, found.rows,
+                               quarantined=found.quarantined, ttl_s=self.ttl_s,
+                               seconds=self.seconds)
+        log.info("version %s: %d publishable rows of %d", version, found.valid_rows, found.rows)
+        if self._nothing_to_do(report):
+            return report
+        self._phase("estimate")
+        self._check_memory(users, codec, report)
+        self._phase("write")
+        manifest = self._write(valid, codec, report, found)
+        self._phase("switch")
+        return self._switch(report, manifest)
+
+    def _nothing_to_do(self, report: PublishReport) -> bool:
+        previous = report.previous_version
+        existing = self.server.manifest(report.version)
+        if previous == report.version and existing is not None and existing.complete:
+            report.status, report.served_version = "already_served", previous
+            report.pairs, report.users = existing.pairs, existing.users
+            log.info("version %s is already complete and served: nothing to write", previous)
+            return True
+        if previous and not self.config.force and previous[:16] > report.version[:16]:
+            report.status, report.served_version = "superseded", previous
+            log.info("served version %s is of a later interval: %s not written (force=False)",
+                     previous, report.version)
+            return True
+        return False
+
+    def _check_memory(self, users, codec: Codec, report: PublishReport) -> None:
+        limits = self.server.hash_limits()
+        key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
+        slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
+        needed: dict[tuple[str, int], int] = {}
+        for row in slots:
+            address = self.server.router.pool_for_slot(row["slot"]).address
+            needed[address] = needed.get(address, 0) + row["bytes"]
+        report.users = sum(r["users"] for r in slots)
+        report.listpack_users = sum(r["listpack_users"] for r in slots)
+        report.estimate_bytes = sum(needed.values())
+        log.info("estimate: %d bytes for %d users (%d listpack-encoded; limits %s from %s)",
+                 report.estimate_bytes, report.users, report.listpack_users,
+                 (limits.max_entries, limits.max_value), limits.source)
+        policy = self.server.eviction_policy()
+        if policy not in ("noeviction", "unknown"):
+            log.warning("maxmemory-policy is %s: Redis may evict cached pairs under pressure",
+                        policy)
+        self._refuse_when_full(needed, report)
+
+    def _refuse_when_full(self, needed: dict[tuple[str, int], int], report: PublishReport) -> None:
+        info = self.server.memory()
+        for address, estimate in sorted(needed.items()):
+            free, limit, what = memory.free_bytes(info[address])
+            required = memory.with_margin(estimate)
+            if required > free:
+                raise InsufficientMemoryError(
+                    f"Redis at {address[0]}:{address[1]} needs {required:,} bytes for version "
+                    f"{report.version} ({estimate:,} estimated + {memory.SAFETY_MARGIN:.0%} "
+                    f"margin) but has {max(free, 0):,} free ({what} {limit:,}, used "
+                    f"{info[address]['used_memory']:,}); free memory or raise maxmemory. "
+                    f"Nothing was written; {report.previous_version or 'no version'} is still "
+                    f"served.", required, free)
+
+    def _write(self, valid, codec: Codec, report: PublishReport, found: Survey) -> Manifest:
+        """Write the manifest (state writing) and every pair; check the counts."""
+        valid_rows = found.valid_rows
+        manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
+                            self.interval.start.isoformat(), self.interval.end.isoformat(),
+                            valid_rows, report.users, found.digest, self.ttl_s)
+        self.server.write_manifest(manifest)
+        target = WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix,
+                             report.version, codec.name, codec.dim, self.ttl_s,
+                             max(1, valid_rows // self.config.verify_sample),
+                             self.config.pipeline_bytes, self.config.write_timeout_s)
+        partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
+        started = time.perf_counter()
+        stats = _run_spark(lambda: frames.write(valid, target, partitions), report)
+        totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
+        elapsed = time.perf_counter() - started
+        log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
+                 totals["users"], totals["bytes_sent"] // 2**20, elapsed,
+                 totals["pairs"] / max(elapsed, 1e-9))
+        _check_counts(totals, valid_rows, report.version)
+        report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],
+                                                         totals["duplicates"])
+        if totals["non_finite"]:
+            report.quarantined["non_finite_embedding"] = totals["non_finite"]
+            log.warning("%d rows with inf/nan embeddings were not published",
+                        totals["non_finite"])
+        return manifest
+
+    def _switch(self, report: PublishReport, manifest: Manifest) -> PublishReport:
+        final = Manifest(**{**asdict(manifest), "pairs": report.pairs, "users": report.users,
+                            "state": STATE_COMPLETE})
+        self.server.write_manifest(final)
+        self.alias_sent = True
+        report.served_version = self.server.switch_alias(report.version, self.config.force)
+        if report.served_version != report.version:
+            report.status = "superseded"
+        log.info("%s: alias -> %s (was %s)", report.status, report.served_version,
+                 report.previous_version)
+        return report
+
+
+def _check_counts(totals: dict[str, int], valid_rows: int, version: str) -> None:
+    if not totals["pairs"]:
+        raise PublishInputError(f"version {version}: every publishable row had an inf or nan "
+                                f"embedding; nothing to serve, the alias was not switched")
+    if totals["pairs"] + totals["duplicates"] + totals["non_finite"] != valid_rows:
+        raise VerificationError(
+            f"version {version}: {totals['pairs']} pairs written + {totals['duplicates']} "
+            f"duplicates + {totals['non_finite']} non-finite != {valid_rows} publishable rows; "
+            f"the alias was not switched")
+    if totals["fields_on_server"] != totals["pairs"]:
+        raise VerificationError(
+            f"version {version}: the server holds {totals['fields_on_server']} fields but "
+            f"{totals['pairs']} pairs were written (evicted or lost); the alias was not switched")
+    if totals["mismatched"] or (totals["pairs"] and not totals["verified"]):
+        raise VerificationError(
+            f"version {version}: {totals['mismatched']} of {totals['verified']} sampled pairs "
+            f"read back differ from the input; the alias was not switched")
+
+
+def _run_spark(action: Callable[[], list], report: PublishReport) -> list:
+    """Run a Spark action; an executor failure becomes a PublishError naming the cause."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        return action()
+    except (PySparkException, Py4JJavaError) as exc:
+        cause = _root_cause(str(exc))
+        raise PublishError(f"writing version {report.version} failed: {cause}. The alias was "
+                           f"not switched; {report.previous_version or 'no version'} is still "
+                           f"served and the partial version expires in {report.ttl_s} s.") from exc
+
+
+def _root_cause(text: str) -> str:
+    """The last ``SomeError: message`` line of a Python traceback inside a Spark error."""
+    lines = [line.strip() for line in text.splitlines() if "Error: " in line]
+    return lines[-1][:500] if lines else text.strip().splitlines()[0][:500]

@@ -1,0 +1,169 @@
+"""Checks on the embeddings table (``docs/pipeline.md``) before anything reaches Redis.
+
+The table as a whole must have the contract's columns and types, else
+:class:`PublishInputError`. Each row then gets a reason when it cannot be published (null or
+negative id, no embedding, an embedding of the wrong length or with an inf/nan, another model
+version); such rows are counted and quarantined, never published.
+
+Everything runs as Spark SQL in one aggregation over the table (:func:`user_groups`, by user):
+the row-level problems, then (:func:`survey`) the majority model version and dimension,
+per-reason counts and the content digest of the publishable rows, which names the version.
+An inf or nan inside an embedding is found by the writer (numpy, on bytes it holds anyway):
+:func:`non_finite` is the SQL form used only to quarantine those rows afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solaris_lib.cache.errors import PublishInputError
+
+COLUMNS = {"user_id": "bigint", "item_id": "bigint", "model_version": "string",
+           "embedding": "binary"}
+REASON = "_reason"
+REASONS = (
+    "null_user_id", "negative_user_id", "null_item_id", "negative_item_id", "null_embedding",
+    "wrong_embedding_length", "non_finite_embedding", "other_model_version",
+)
+# An fp16 value (little-endian) is inf or nan when its high byte has every exponent bit set:
+# 0x7C-0x7F or 0xFC-0xFF. On hex(embedding), each value is 4 hex digits, the high byte last.
+NON_FINITE_FP16_HEX = "^(?:[0-9A-F]{4})*[0-9A-F]{2}[7F][C-F]"
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What the partition holds, from one pass: the served model version and dimension, the
+    rows per quarantine reason, the publishable rows and their content digest (32 hex)."""
+
+    model_version: str
+    dim: int
+    rows: int
+    valid_rows: int
+    quarantined: dict[str, int]
+    digest: str
+
+
+def check_columns(frame, where: str) -> None:
+    """Refuse a frame without the contract's columns and types (extra columns are ignored)."""
+    types = dict(frame.dtypes)
+    problems = [f"{name} is {types.get(name, 'missing')}, expected {kind}"
+                for name, kind in COLUMNS.items() if types.get(name) != kind]
+    if problems:
+        raise PublishInputError(f"{where}: {'; '.join(problems)}")
+
+
+def row_problem():
+    """Column: the first problem of a row that needs no knowledge of the served version."""
+    from pyspark.sql import functions as F
+
+    size = F.length("embedding")
+    return (F.when(F.col("user_id").isNull(), "null_user_id")
+            .when(F.col("user_id") < 0, "negative_user_id")
+            .when(F.col("item_id").isNull(), "null_item_id")
+            .when(F.col("item_id") < 0, "negative_item_id")
+            .when(F.col("embedding").isNull(), "null_embedding")
+            .when((size == 0) | (size % 2 == 1), "wrong_embedding_length")
+            .when(F.col("model_version").isNull(), "other_model_version"))
+
+
+def non_finite():
+    """Column: True when an fp16 embedding holds an inf or a nan (a slow regex over its hex:
+    the writer checks values with numpy, and this runs only to quarantine rows it refused)."""
+    from pyspark.sql import functions as F
+
+    return F.hex("embedding").rlike(NON_FINITE_FP16_HEX)
+
+
+def reason(model_version: str, dim: int):
+    """Column: why a row is not published under ``model_version`` and ``dim`` (null: it is)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(
+        row_problem(),
+        F.when(F.col("model_version") != model_version, "other_model_version")
+        .when(F.length("embedding") != 2 * dim, "wrong_embedding_length"),
+    )
+
+
+def user_groups(frame, field_sizes):
+    """The one pass over the table: per (user, row problem, model version, embedding length),
+    the rows, the content digest parts and the summed item-id sizes (``field_sizes()``: the
+    ``lp`` and ``ht`` columns of ``frames.field_sizes``). At most a few rows per user: persist
+    it, then :func:`survey` and the memory estimate read it instead of the table."""
+    from pyspark.sql import functions as F
+
+    row_hash = F.xxhash64("user_id", "item_id", "embedding")
+    return (frame.select("user_id", row_problem().alias(REASON), "model_version",
+                         F.length("embedding").alias("bytes"), row_hash.alias("h"),
+                         *field_sizes)
+            .groupBy("user_id", REASON, "model_version", "bytes")
+            .agg(F.count("*").alias("rows"),
+                 F.sum(F.col("h").bitwiseAND(F.lit(_MASK32))).alias("low"),
+                 F.bit_xor("h").alias("xor"), F.sum("lp").alias("lp"), F.sum("ht").alias("ht")))
+
+
+def publishable_users(groups, found: Survey):
+    """Rows of :func:`user_groups` that are published: (user_id, pairs, lp, ht)."""
+    from pyspark.sql import functions as F
+
+    chosen = (F.col(REASON).isNull() & (F.col("model_version") == found.model_version)
+              & (F.col("bytes") == 2 * found.dim))
+    return groups.where(chosen).select("user_id", F.col("rows").alias("pairs"), "lp", "ht")
+
+
+def survey(groups, where: str) -> Survey:
+    """Totals of :func:`user_groups`; the majority model version (ties: smallest name) and its
+    most common embedding length define what is published."""
+    from pyspark.sql import functions as F
+
+    totals = (groups.groupBy(REASON, "model_version", "bytes")
+              .agg(F.sum("rows").alias("rows"), F.sum("low").alias("low"),
+                   F.bit_xor("xor").alias("xor"))
+              .collect())
+    return interpret(totals, where)
+
+
+def interpret(groups: list, where: str) -> Survey:
+    """The :class:`Survey` of aggregated groups (rows with ``_reason``, ``model_version``,
+    ``bytes``, ``rows``, ``low``, ``xor``)."""
+    clean = [g for g in groups if g[REASON] is None]
+    if not clean:
+        rows = sum(g["rows"] for g in groups)
+        raise PublishInputError(f"{where}: none of {rows} rows is publishable "
+                                f"({_counts(groups)})")
+    version, size = _majority(clean)
+    if size % 2:
+        raise PublishInputError(f"{where}: embeddings of {size} bytes are not fp16 vectors")
+    valid = [g for g in clean if g["model_version"] == version and g["bytes"] == size]
+    quarantined: dict[str, int] = {}
+    for group in groups:
+        if group in valid:
+            continue
+        name = group[REASON] or ("other_model_version" if group["model_version"] != version
+                                 else "wrong_embedding_length")
+        quarantined[name] = quarantined.get(name, 0) + group["rows"]
+    low = sum(g["low"] for g in valid) & _MASK64
+    xor = 0
+    for group in valid:
+        xor ^= group["xor"] & _MASK64
+    return Survey(version, size // 2, sum(g["rows"] for g in groups),
+                  sum(g["rows"] for g in valid), quarantined, f"{low:016x}{xor:016x}")
+
+
+def _majority(clean: list) -> tuple[str, int]:
+    per_version: dict[str, int] = {}
+    for group in clean:
+        per_version[group["model_version"]] = per_version.get(group["model_version"], 0) + \
+            group["rows"]
+    version = min(per_version, key=lambda v: (-per_version[v], v))
+    size = min((-g["rows"], g["bytes"]) for g in clean if g["model_version"] == version)[1]
+    return version, size
+
+
+def _counts(groups: list) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for group in groups:
+        counts[group[REASON]] = counts.get(group[REASON], 0) + group["rows"]
+    return counts

@@ -1,0 +1,229 @@
+"""Executor side of publishing: one Spark partition's pairs into Redis with pipelined writes.
+
+Rows arrive sorted by ``(user_id, item_id)`` (``mapInArrow`` batches), every row of a user in
+this partition, so each user's pairs are contiguous. Rows with an inf or a nan are dropped and
+counted (the publisher quarantines them afterwards); copies of a pair are resolved by
+:func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
+into the buffer of the node owning the user's slot; a buffer is sent when it reaches
+``pipeline_bytes``. After the partition:
+
+* pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
+* pipelined ``HMGET`` reads back a fixed hash-chosen sample of pairs, compared byte for byte
+  with what was sent and, decoded, with the input fp16 values (the round-trip check).
+
+HSET and EXPIRE are idempotent, so Spark may retry a task and a rerun rewrites the same bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from solaris_lib.cache import pairs
+from solaris_lib.cache.endpoint import Endpoint
+from solaris_lib.cache.errors import CacheProtocolError, PublishError
+from solaris_lib.cache.format import Codec, data_key_head
+from solaris_lib.cache.nodes import MAX_REDIRECTS, NodePool, make_router
+from solaris_lib.cache.resp import ReplyError, pack_command
+
+log = logging.getLogger(__name__)
+STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
+    "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
+    "bytes_sent")] + [("seconds", pa.float64())])
+STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}"
+                      for f in STATS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where and how a partition is written (pickled to executors)."""
+
+    url: str
+    key_prefix: str
+    version: str
+    codec: str
+    dim: int
+    ttl_s: int
+    sample_modulus: int = 1000
+    pipeline_bytes: int = 1 << 20
+    timeout_s: float = 60.0
+
+
+@dataclass
+class _NodeBuffer:
+    """Commands waiting for one node, with each user's hash tag (to re-route them)."""
+
+    parts: list[bytes] = field(default_factory=list)
+    tags: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+
+@dataclass
+class _Sample:
+    """Pairs of one user to read back: the item ids, the bytes sent, the input fp16 bytes."""
+
+    key: str
+    items: np.ndarray
+    sent: np.ndarray
+    fp16: np.ndarray
+
+
+class PartitionWriter:
+    """Writes one partition's sorted pairs; :meth:`finish` returns what reached the server."""
+
+    def __init__(self, target: WriteTarget) -> None:
+        self.target = target
+        self.codec = Codec(target.codec, target.dim)
+        self.head = data_key_head(target.key_prefix, target.version)
+        self.router = make_router(Endpoint.from_url(target.url))
+        self.router.refresh(self._deadline())
+        self.buffers: dict[NodePool, _NodeBuffer] = {}
+        self.written: dict[NodePool, list[str]] = {}
+        self.samples: dict[NodePool, list[_Sample]] = {}
+        self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
+        self.started = time.perf_counter()
+
+    def _deadline(self) -> float:
+        return time.perf_counter() + self.target.timeout_s
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Buffer the users complete in this batch; the last user waits for the next batch."""
+        fp16 = pairs.fixed_width_values(batch.column("embedding"), 2 * self.target.dim)
+        finite = ~pairs.non_finite_fp16(fp16)
+        self.counts["non_finite"] += len(finite) - int(finite.sum())
+        rows = (batch.column("user_id").to_numpy()[finite],
+                batch.column("item_id").to_numpy()[finite], fp16[finite])
+        if self.pending is not None:
+            rows = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, rows, strict=True))
+        users = rows[0]
+        if not len(users):
+            return
+        others = np.flatnonzero(users != users[-1])
+        last = int(others[-1]) + 1 if len(others) else 0
+        self.pending = tuple(column[last:] for column in rows)
+        self._write_users(*(column[:last] for column in rows))
+
+    def _write_users(self, users: np.ndarray, items: np.ndarray, fp16: np.ndarray) -> None:
+        if not len(users):
+            return
+        keep = pairs.dedupe(users, items, fp16)
+        self.counts["duplicates"] += len(keep) - int(keep.sum())
+        users, items, fp16 = users[keep], items[keep], fp16[keep]
+        values = self.codec.from_fp16(fp16)
+        starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
+        ends = np.r_[starts[1:], len(users)]
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            part = slice(start, end)
+            self._buffer_user(int(users[start]), items[part], values[part], fp16[part])
+
+    def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
+                     fp16: np.ndarray) -> None:
+        key = f"{self.head}{user}}}"
+        tag = str(user).encode()
+        command = (pairs.hset_command(key, items, values)
+                   + pack_command("EXPIRE", key, self.target.ttl_s))
+        pool = self.router.pool_for_tag(tag)
+        self.written.setdefault(pool, []).append(key)
+        chosen = pairs.sampled(user, items, self.target.sample_modulus)
+        if chosen.any():
+            self.samples.setdefault(pool, []).append(
+                _Sample(key, items[chosen], values[chosen], fp16[chosen]))
+        self.counts["pairs"] += len(items)
+        self.counts["users"] += 1
+        self._append(pool, tag, command)
+
+    def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
+        buffer = self.buffers.setdefault(pool, _NodeBuffer())
+        buffer.parts.append(command)
+        buffer.tags.append(tag)
+        buffer.size += len(command)
+        if buffer.size >= self.target.pipeline_bytes:
+            self._flush(pool)
+
+    def _flush(self, pool: NodePool, attempt: int = 0) -> None:
+        buffer = self.buffers.pop(pool, None)
+        if buffer is None or not buffer.parts:
+            return
+        payload = b"".join(buffer.parts)
+        replies = pool.request(payload, 2 * len(buffer.parts), self._deadline())
+        self.counts["bytes_sent"] += len(payload)
+        errors = [r for r in replies if isinstance(r, ReplyError)]
+        if not errors:
+            return
+        moved = str(errors[0]).startswith(("MOVED", "ASK", "TRYAGAIN"))
+        if not moved or attempt >= MAX_REDIRECTS:
+            raise PublishError(f"Redis at {pool.address[0]}:{pool.address[1]} refused a write: "
+                               f"{errors[0]}")
+        self._reroute(buffer, attempt)
+
+    def _reroute(self, buffer: _NodeBuffer, attempt: int) -> None:
+        """The cluster moved slots: reload the map and resend (HSET/EXPIRE are idempotent)."""
+        self.router.refresh(self._deadline())
+        targets = set()
+        for tag, command in zip(buffer.tags, buffer.parts, strict=True):
+            pool = self.router.pool_for_tag(tag)
+            target = self.buffers.setdefault(pool, _NodeBuffer())
+            target.parts.append(command)
+            target.tags.append(tag)
+            targets.add(pool)
+        for pool in targets:
+            self._flush(pool, attempt + 1)
+
+    def finish(self) -> pa.RecordBatch:
+        """Write the last user, flush, count and read back; the partition's stats row."""
+        if self.pending is not None:
+            self._write_users(*self.pending)
+            self.pending = None
+        for pool in list(self.buffers):
+            self._flush(pool)
+        for pool, keys in self.written.items():
+            self.counts["fields_on_server"] += self._count_fields(pool, keys)
+        for pool, samples in self.samples.items():
+            self._read_back(pool, samples)
+        self.counts["seconds"] = time.perf_counter() - self.started
+        return pa.RecordBatch.from_pylist([self.counts], schema=STATS_SCHEMA)
+
+    def _exchange(self, pool: NodePool, commands: list[bytes]) -> list:
+        replies = pool.request(b"".join(commands), len(commands), self._deadline())
+        errors = [r for r in replies if isinstance(r, ReplyError)]
+        if errors:
+            raise CacheProtocolError(f"Redis at {pool.address}: {errors[0]}")
+        return replies
+
+    def _count_fields(self, pool: NodePool, keys: list[str], chunk: int = 5000) -> int:
+        total = 0
+        for start in range(0, len(keys), chunk):
+            total += sum(self._exchange(pool, [pack_command("HLEN", key)
+                                               for key in keys[start : start + chunk]]))
+        return total
+
+    def _read_back(self, pool: NodePool, samples: list[_Sample]) -> None:
+        commands = [pack_command("HMGET", s.key, *s.items.tolist()) for s in samples]
+        for sample, stored in zip(samples, self._exchange(pool, commands), strict=True):
+            sent = [row.tobytes() for row in sample.sent]
+            decoded, hit, _ = self.codec.decode(stored)
+            reference = np.ascontiguousarray(sample.fp16).view("<f2").astype(np.float32)
+            same = (np.array([a == b for a, b in zip(stored, sent, strict=True)]) & hit
+                    & (decoded == reference).all(axis=1))
+            self.counts["verified"] += len(same)
+            self.counts["mismatched"] += len(same) - int(same.sum())
+
+
+def write_partition(batches: Iterator[pa.RecordBatch], target: WriteTarget
+                    ) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` entry point: write every batch, then yield one row of stats."""
+    writer = PartitionWriter(target)
+    try:
+        for batch in batches:
+            writer.add(batch)
+        stats = writer.finish()
+    finally:
+        writer.router.close()
+    log.info("partition written: %s", stats.to_pylist()[0])
+    yield stats

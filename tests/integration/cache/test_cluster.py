@@ -1,0 +1,94 @@
+"""A real 3-master Redis Cluster on loopback ports: publish, lookups, and slots that move."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import redis
+
+from solaris_lib.cache.nodes import key_slot
+from solaris_lib.cache.publish import PublishConfig, publish
+from solaris_lib.client import SolarisClient
+from tests.integration.cache.conftest import (
+    INTERVAL,
+    embeddings_table,
+    expected_vectors,
+    write_embeddings,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def published(redis_cluster, spark, tmp_path_factory):
+    """One version published into the cluster through Spark."""
+    from solaris_lib.config import load_settings
+
+    url, servers = redis_cluster
+    settings = load_settings(data_root=str(tmp_path_factory.mktemp("cluster-data")),
+                             redis_url=url, redis_key_prefix="solaris-cluster-test")
+    table = embeddings_table(users=60, per_user=8, dim=16)
+    write_embeddings(settings, table)
+    report = publish(spark, settings, INTERVAL, PublishConfig())
+    return url, servers, settings.redis_key_prefix, table, report
+
+
+def test_publish_spreads_users_over_every_master(published):
+    _, servers, prefix, _, report = published
+    assert report.status == "published" and report.pairs == 480
+    sizes = [redis.Redis(port=s.port).dbsize() for s in servers]
+    assert all(size > 0 for size in sizes) and sum(sizes) == 60 + 2  # users, manifest, alias
+
+
+def test_lookups_through_the_cluster_url(published):
+    url, _, prefix, table, report = published
+    with SolarisClient.from_url(url, key_prefix=prefix, timeout_ms=1000) as client:
+        assert client.version == report.version
+        for (user, item), want in expected_vectors(table).items():
+            result = client.lookup(user, [item, 10**12])
+            assert result.hit.tolist() == [True, False]
+            assert np.array_equal(result.embeddings[0], want)
+        assert client.stats().errors == 0
+
+
+def test_lookups_follow_a_slot_being_migrated_and_moved(published):
+    url, servers, prefix, table, report = published
+    user = int(table["user_id"][0].as_py())
+    items = [i for (u, i) in expected_vectors(table) if u == user]
+    slot = key_slot(str(user).encode())
+    with SolarisClient.from_url(url, key_prefix=prefix, timeout_ms=1000) as client:
+        assert client.lookup(user, items).hit.all()
+        source, target = _owner_and_other(servers, slot)
+        _migrate(source, target, slot, settle=False)  # keys moved, slot still MIGRATING: ASK
+        assert client.lookup(user, items).hit.all()
+        _settle(servers, target, slot)  # the slot now belongs to the target: MOVED
+        assert client.lookup(user, items).hit.all()
+        assert client.lookup(user, items).hit.all()
+        assert client.stats().errors == 0
+
+
+def _node_id(port):
+    return redis.Redis(port=port).execute_command("CLUSTER", "MYID").decode()
+
+
+def _owner_and_other(servers, slot):
+    for server in servers:
+        r = redis.Redis(port=server.port)
+        if r.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) > 0:
+            other = next(s for s in servers if s.port != server.port)
+            return server, other
+    raise AssertionError(f"no master holds keys of slot {slot}")
+
+
+def _migrate(source, target, slot, settle):
+    src, dst = redis.Redis(port=source.port), redis.Redis(port=target.port)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _node_id(source.port))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _node_id(target.port))
+    keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+    src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+
+
+def _settle(servers, target, slot):
+    for server in servers:
+        redis.Redis(port=server.port).execute_command("CLUSTER", "SETSLOT", slot, "NODE",
+                                                      _node_id(target.port))

@@ -1,0 +1,213 @@
+"""Publishing through Spark into a real Redis, read back through the client."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import redis
+
+from solaris_lib.cache.errors import InsufficientMemoryError, PublishInputError
+from solaris_lib.cache.publish import CACHE_STAGE, PublishConfig, publish
+from solaris_lib.cache.validate import REASONS
+from solaris_lib.cli import main as cli_main
+from solaris_lib.client import SolarisClient
+from solaris_lib.layout import DataLayout
+from solaris_lib.storage import list_files
+from tests.integration.cache.conftest import (
+    INTERVAL,
+    embeddings_table,
+    expected_vectors,
+    later,
+    write_embeddings,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def lookup_all(url, prefix, table):
+    """(user, item) -> looked-up float32 row, for every pair of ``table``."""
+    found = {}
+    pairs = expected_vectors(table)
+    users = sorted({u for u, _ in pairs})
+    with SolarisClient.from_url(url, key_prefix=prefix, timeout_ms=2000) as client:
+        for user in users:
+            items = [i for u, i in pairs if u == user]
+            result = client.lookup(user, items)
+            assert result.hit.all(), f"user {user} missed {np.asarray(items)[~result.hit]}"
+            found.update({(user, i): row for i, row in zip(items, result.embeddings,
+                                                            strict=True)})
+    return found
+
+
+def version_dump(r, prefix, version):
+    keys = sorted(r.scan_iter(f"{prefix}:e:{version}:*", count=1000))
+    return {k: r.hgetall(k) for k in keys}
+
+
+def test_publish_then_lookup_returns_the_input(spark, settings_for, redis_url, key_prefix):
+    settings = settings_for(redis_url)
+    table = embeddings_table(users=30, per_user=12)
+    write_embeddings(settings, table)
+    report = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    assert (report.status, report.pairs, report.users, report.dim) == ("published", 360, 30, 8)
+    assert report.served_version == report.version and report.previous_version is None
+    found = lookup_all(redis_url, key_prefix, table)
+    for pair, want in expected_vectors(table).items():
+        assert np.array_equal(found[pair], want)
+    r = redis.Redis.from_url(redis_url)
+    assert 0 < r.ttl(f"{key_prefix}:e:{report.version}:{{0}}") <= 600
+    manifest = r.hgetall(f"{key_prefix}:m:{report.version}")
+    assert manifest[b"state"] == b"complete" and manifest[b"pairs"] == b"360"
+    assert not list_files(DataLayout.from_settings(settings).stage_root(CACHE_STAGE))
+
+
+def test_rerun_republishes_the_same_version_and_bytes(spark, settings_for, redis_url,
+                                                      key_prefix):
+    settings = settings_for(redis_url)
+    write_embeddings(settings, embeddings_table(users=10, per_user=5))
+    first = publish(spark, settings, INTERVAL, PublishConfig())
+    r = redis.Redis.from_url(redis_url)
+    before = version_dump(r, key_prefix, first.version)
+    again = publish(spark, settings, INTERVAL, PublishConfig())
+    assert (again.status, again.version) == ("already_served", first.version)
+    r.delete(f"{key_prefix}:alias")  # as if the first run had died before its switch
+    rerun = publish(spark, settings, INTERVAL, PublishConfig())
+    assert (rerun.status, rerun.version) == ("published", first.version)
+    assert version_dump(r, key_prefix, first.version) == before and len(before) == 10
+
+
+def _bad_rows(dim):
+    good = np.full(dim, 0.25, "<f2").tobytes()
+    nan = np.array([np.nan] + [0.0] * (dim - 1), "<f2").tobytes()
+    rows = [  # user, item, model version, embedding, expected reason
+        (None, 1, "m1", good, "null_user_id"),
+        (1, -5, "m1", good, "negative_item_id"),
+        (1, 2, "m1", None, "null_embedding"),
+        (1, 3, "m1", good[:-2], "wrong_embedding_length"),
+        (1, 4, "m0", good, "other_model_version"),
+        (1, 5, "m1", nan, "non_finite_embedding"),
+    ]
+    return rows
+
+
+def test_bad_rows_are_quarantined_and_duplicates_resolved(spark, settings_for, redis_url,
+                                                          key_prefix):
+    settings = settings_for(redis_url)
+    dim = 8
+    clean = embeddings_table(users=5, per_user=4, dim=dim)
+    low, high = np.full(dim, -1.0, "<f2").tobytes(), np.full(dim, 1.0, "<f2").tobytes()
+    bad = _bad_rows(dim)
+    extra = pa.table({
+        "user_id": pa.array([r[0] for r in bad] + [2, 2], pa.int64()),
+        "item_id": pa.array([r[1] for r in bad] + [77, 77], pa.int64()),
+        "model_version": [r[2] for r in bad] + ["m1", "m1"],
+        # fp16 -1.0 is 0xBC00: its bytes sort above +1.0 (0x3C00), so +1.0 must win
+        "embedding": pa.array([r[3] for r in bad] + [low, high], pa.binary()),
+    })
+    write_embeddings(settings, pa.concat_tables([clean, extra]))
+    report = publish(spark, settings, INTERVAL, PublishConfig())
+    assert report.quarantined == {r[4]: 1 for r in bad}
+    assert set(report.quarantined) == set(REASONS) - {"null_item_id", "negative_user_id"}
+    assert (report.pairs, report.duplicates) == (clean.num_rows + 1, 1)
+    folder = DataLayout.from_settings(settings).output(CACHE_STAGE, INTERVAL, "quarantine")
+    quarantined = pa.concat_tables([pq.read_table(f) for f in list_files(folder)])
+    assert sorted(quarantined["_reason"].to_pylist()) == sorted(r[4] for r in bad)
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix) as client:
+        assert client.lookup(2, [77]).embeddings.tolist() == [[1.0] * dim]
+        assert client.lookup(1, [5, 3, 4]).hit.tolist() == [False, False, False]
+
+
+def test_backfills_leave_a_later_served_version(spark, settings_for, redis_url, key_prefix):
+    settings = settings_for(redis_url)
+    write_embeddings(settings, embeddings_table(users=3, per_user=3, seed=1), later(INTERVAL))
+    newer = publish(spark, settings, later(INTERVAL), PublishConfig())
+    write_embeddings(settings, embeddings_table(users=3, per_user=3, seed=2))
+    older = publish(spark, settings, INTERVAL, PublishConfig())
+    r = redis.Redis.from_url(redis_url)
+    assert older.status == "superseded" and older.served_version == newer.version
+    assert r.get(f"{key_prefix}:alias").decode() == newer.version
+    assert not list(r.scan_iter(f"{key_prefix}:e:{older.version}:*"))
+    forced = publish(spark, settings, INTERVAL, PublishConfig(force=True))
+    assert forced.status == "published" and forced.served_version == older.version
+
+
+def test_fp32_codec_stores_four_bytes_per_value(spark, settings_for, redis_url, key_prefix):
+    settings = settings_for(redis_url)
+    table = embeddings_table(users=4, per_user=3, dim=6)
+    write_embeddings(settings, table)
+    report = publish(spark, settings, INTERVAL, PublishConfig(codec="fp32"))
+    r = redis.Redis.from_url(redis_url)
+    user, item = table["user_id"][0].as_py(), table["item_id"][0].as_py()
+    stored = r.hget(f"{key_prefix}:e:{report.version}:{{{user}}}", str(item))
+    want = expected_vectors(table)[(user, item)]
+    assert stored == want.astype("<f4").tobytes()
+    found = lookup_all(redis_url, key_prefix, table)
+    assert all(np.array_equal(found[p], v) for p, v in expected_vectors(table).items())
+
+
+def test_input_problems_are_clear_errors(spark, settings_for, redis_url, tmp_path):
+    settings = settings_for(redis_url)
+    with pytest.raises(PublishInputError, match="no complete embeddings partition"):
+        publish(spark, settings, INTERVAL, PublishConfig())
+    wrong = embeddings_table(2, 2).set_column(0, "user_id", pa.array(["a", "b", "c", "d"]))
+    write_embeddings(settings, wrong)
+    with pytest.raises(PublishInputError, match="user_id is string, expected bigint"):
+        publish(spark, settings, INTERVAL, PublishConfig())
+    only_bad = embeddings_table(2, 2).set_column(1, "item_id", pa.array([-1, -2, -3, -4]))
+    write_embeddings(settings, only_bad)
+    with pytest.raises(PublishInputError, match="none of 4 rows is publishable"):
+        publish(spark, settings, INTERVAL, PublishConfig())
+
+
+@pytest.mark.parametrize("server_args, encoding", [
+    ((), "hashtable"),
+    (("--hash-max-listpack-value", "160", "--hash-max-listpack-entries", "512"), "listpack"),
+])
+def test_memory_estimate_matches_info_memory(spark, settings_for, private_redis, server_args,
+                                             encoding):
+    server = private_redis(*server_args)
+    settings = settings_for(server.url)
+    write_embeddings(settings, embeddings_table(users=300, per_user=60, dim=64))
+    r = redis.Redis.from_url(server.url)
+    before = r.info("memory")["used_memory"]
+    report = publish(spark, settings, INTERVAL, PublishConfig())
+    used = r.info("memory")["used_memory"] - before
+    assert r.object("encoding", f"{settings.redis_key_prefix}:e:{report.version}:{{0}}") == \
+        encoding.encode()
+    assert report.listpack_users == (300 if encoding == "listpack" else 0)
+    assert 0.9 < report.estimate_bytes / used < 1.1, (report.estimate_bytes, used)
+
+
+def test_refuses_a_version_that_does_not_fit(spark, settings_for, private_redis):
+    server = private_redis("--maxmemory", "6mb")
+    settings = settings_for(server.url)
+    write_embeddings(settings, embeddings_table(users=20, per_user=10, dim=64))
+    first = publish(spark, settings, INTERVAL, PublishConfig())
+    write_embeddings(settings, embeddings_table(users=400, per_user=100, dim=64), later(INTERVAL))
+    with pytest.raises(InsufficientMemoryError, match=r"needs [\d,]+ bytes") as caught:
+        publish(spark, settings, later(INTERVAL), PublishConfig())
+    assert caught.value.needed_bytes > caught.value.free_bytes
+    assert first.version in str(caught.value)
+    r = redis.Redis.from_url(server.url)
+    assert r.get(f"{settings.redis_key_prefix}:alias").decode() == first.version
+    assert r.dbsize() == 20 + 2  # the first version's users, its manifest, the alias
+
+
+def test_cli_publish_and_info(spark, settings_for, redis_url, key_prefix, monkeypatch, capsys):
+    settings = settings_for(redis_url)
+    write_embeddings(settings, embeddings_table(users=3, per_user=2))
+    for name, value in (("SOLARIS_DATA_ROOT", settings.data_root),
+                        ("SOLARIS_REDIS_URL", redis_url), ("SOLARIS_REDIS_KEY_PREFIX", key_prefix)):
+        monkeypatch.setenv(name, value)
+    start, end = INTERVAL.start.isoformat(), INTERVAL.end.isoformat()
+    assert cli_main(["publish-cache", "--start", start, "--end", end, "--ttl", "1h"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["status"] == "published" and report["ttl_s"] == 3600
+    assert cli_main(["cache-info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["served_version"] == report["version"]
+    assert info["manifest"]["pairs"] == "6"

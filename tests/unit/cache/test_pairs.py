@@ -1,0 +1,64 @@
+"""numpy helpers of the writer, each against a plain reference."""
+
+import numpy as np
+import pyarrow as pa
+
+from solaris_lib.cache import pairs
+from solaris_lib.cache.resp import pack_command
+
+
+def test_fixed_width_values_views_sliced_arrays():
+    values = [bytes([i] * 4) for i in range(6)]
+    array = pa.array(values, pa.binary()).slice(2, 3)
+    assert [row.tobytes() for row in pairs.fixed_width_values(array, 4)] == values[2:5]
+    large = pa.array(values, pa.large_binary())
+    assert pairs.fixed_width_values(large, 4).shape == (6, 4)
+    assert pairs.fixed_width_values(pa.array([], pa.binary()), 4).shape == (0, 4)
+
+
+def test_non_finite_detection_agrees_with_numpy_on_every_bit_pattern():
+    halves = np.arange(65536, dtype=np.uint16).reshape(-1, 4)
+    expected = ~np.isfinite(halves.view(np.float16)).all(axis=1)
+    assert (pairs.non_finite_fp16(halves.view(np.uint8)) == expected).all()
+    assert expected.any() and not expected.all()
+
+
+def test_dedupe_keeps_the_smallest_copy_whatever_the_order():
+    users = np.array([1, 1, 1, 1, 2, 2])
+    items = np.array([5, 7, 7, 7, 5, 6])
+    values = np.array([[0, 0], [9, 1], [3, 4], [3, 2], [1, 1], [1, 1]], dtype=np.uint8)
+    keep = pairs.dedupe(users, items, values)
+    assert keep.tolist() == [True, False, False, True, True, True]
+    order = [0, 3, 1, 2, 4, 5]  # copies of (1, 7) in another order
+    assert pairs.dedupe(users[order], items[order], values[order]).tolist() == \
+        [True, True, False, False, True, True]
+
+
+def test_sample_is_deterministic_and_near_its_rate():
+    items = np.arange(200_000, dtype=np.int64)
+    first = pairs.sampled(42, items, 100)
+    assert (first == pairs.sampled(42, items, 100)).all()
+    assert 1600 < first.sum() < 2400
+    assert (first != pairs.sampled(43, items, 100)).any()
+    assert pairs.sampled(42, items[:10], 1).all()
+
+
+def test_hset_command_matches_the_generic_packer():
+    rng = np.random.default_rng(0)
+    items = np.array([0, 7, 12, 999, 123456789012, 5, 2**62], dtype=np.int64)
+    values = rng.integers(0, 256, (len(items), 6), dtype=np.uint8)
+    command = pairs.hset_command("p:e:v:{3}", items, values)
+    # field order differs (grouped by digit count): compare as the set of (field, value)
+    grouped = sorted(zip(items.tolist(), (v.tobytes() for v in values), strict=True),
+                     key=lambda pair: len(str(pair[0])))
+    flat = [part for item, value in grouped for part in (str(item), value)]
+    assert command == pack_command("HSET", "p:e:v:{3}", *flat)
+
+
+def test_binary_column_is_the_inverse_of_fixed_width_values():
+    values = np.arange(24, dtype=np.uint8).reshape(4, 6)
+    column = pairs.binary_column(values)
+    assert column.type == pa.binary() and column[1].as_py() == bytes(range(6, 12))
+    assert (pairs.fixed_width_values(column, 6) == values).all()
+    halves = np.ones((2, 3), "<f2")
+    assert pairs.binary_column(halves)[0].as_py() == halves[0].tobytes()
