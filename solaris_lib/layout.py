@@ -19,6 +19,7 @@ MINED = "mined"
 RETRIEVAL = "retrieval"
 SPECULATED = "speculated"
 EMBEDDINGS = "embeddings"
+CACHE = "cache"
 EVALUATION = "evaluation"
 QUARANTINE_DIRNAME = "_quarantine"
 

@@ -62,11 +62,10 @@ from solaris_lib.cache.validate import (
 from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import EMBEDDINGS, DataLayout
+from solaris_lib.layout import CACHE, EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
-CACHE_STAGE = "cache"
 
 
 class PublishConfig(BaseModel):
@@ -193,7 +192,7 @@ class _Run:
         """Write the refused rows with their reason (the writer's non-finite rows included)."""
         from pyspark.sql import functions as F
 
-        target = self.layout.output(CACHE_STAGE, self.interval, "quarantine")
+        target = self.layout.output(CACHE, self.interval, "quarantine")
         why = reason(found.model_version, found.dim)
         if report.quarantined.get("non_finite_embedding"):
             why = F.coalesce(why, F.when(non_finite(), "non_finite_embedding"))

@@ -72,12 +72,19 @@ class RedisServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SolarisError(f"redis-server exited: {self.process.stderr.read().decode()}")
+                raise SolarisError(f"redis-server on port {self.port} exited: {self._log_tail()}")
             if answers(self.url, 0.2):
                 return self
             time.sleep(0.05)
         self.stop()
         raise SolarisError(f"redis-server on port {self.port} did not answer in {timeout_s} s")
+
+    def _log_tail(self, lines: int = 5) -> str:
+        """Last lines of the server's log and stderr (redis-server logs there, not to stderr)."""
+        log_path = self.workdir / "redis.log" if self.workdir else None
+        text = log_path.read_text(errors="replace") if log_path and log_path.exists() else ""
+        err = self.process.stderr.read().decode(errors="replace") if self.process else ""
+        return " | ".join((text + err).strip().splitlines()[-lines:]) or "no output"
 
     def stop(self, hard: bool = False) -> None:
         """Stop the server (SIGKILL when ``hard``, as a crash would)."""
