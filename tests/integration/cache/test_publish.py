@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from solaris_lib.cache.errors import InsufficientMemoryError, PublishInputError
-from solaris_lib.cache.publish import CACHE_STAGE, PublishConfig, publish
+from solaris_lib.cache.publish import PublishConfig, publish
+from solaris_lib.layout import CACHE as CACHE_STAGE
 from solaris_lib.cache.validate import REASONS
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
