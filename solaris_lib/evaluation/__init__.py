@@ -1,0 +1,1 @@
+"""Metrics of DESIGN.md, defined once: speculation quality and serving quality."""

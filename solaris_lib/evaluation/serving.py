@@ -1,0 +1,233 @@
+"""Serving metrics of one precompute cycle: how well the version published from interval t
+served the requests of interval t+1 (DESIGN.md "Metrics").
+
+The run for interval ``t+1`` scores the embeddings partition of ``t`` (what ``publish`` loaded
+into the cache at the end of run ``t``) against the request logs of ``t+1``:
+
+- ``coverage``: share of logged (request, user, item) rows whose pair was precomputed
+  (request-weighted), overall, for known users (a user-history row existed at ``t``) and for
+  new users; ``coverage_unique``: the same over distinct pairs.
+- ``waste``: share of precomputed pairs that no request of ``t+1`` asked for.
+- ``staleness``: age of an embedding when it was served, in seconds: the request time minus
+  the end of interval ``t`` (the as-of time of the history it was computed from); p50 and p99
+  over the rows that hit.
+- ``lookup``: a replay of sampled requests of ``t+1`` through :class:`SolarisClient` against
+  the version the cache serves now (p50/p99 in microseconds, client hit rate), or the reason it
+  could not run (no version served, Redis unreachable). This part is a live measurement; the
+  rest is a pure function of the partitions, so reruns give the same figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from solaris_lib.config import SolarisSettings
+from solaris_lib.intervals import Interval
+from solaris_lib.layout import EMBEDDINGS, EVALUATION, MINED, DataLayout, join
+from solaris_lib.storage import is_complete
+
+log = logging.getLogger(__name__)
+USER_HISTORY = "user_history"
+METRICS_FILE = "metrics.json"
+
+
+@dataclass
+class LookupReplay:
+    """Client latency over replayed requests (microseconds) or why it was not measured."""
+
+    requests: int = 0
+    pairs: int = 0
+    p50_us: float | None = None
+    p99_us: float | None = None
+    hit_rate: float | None = None
+    served_version: str | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class ServingEvaluation:
+    """The metrics of one interval; ``None`` where nothing was published before it."""
+
+    interval: str
+    published_interval: str
+    published: bool
+    rows: int = 0
+    pairs_requested: int = 0
+    pairs_precomputed: int = 0
+    coverage: float | None = None
+    coverage_unique: float | None = None
+    coverage_known: float | None = None
+    coverage_new: float | None = None
+    rows_known: int = 0
+    waste: float | None = None
+    staleness_p50_s: float | None = None
+    staleness_p99_s: float | None = None
+    lookup: LookupReplay = field(default_factory=LookupReplay)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den
+
+
+def evaluate_serving(spark, settings: SolarisSettings, interval: Interval,
+                     *, replay_requests: int = 200) -> ServingEvaluation:
+    """Score the previous interval's precomputed pairs against ``interval``'s logs."""
+    from solaris_lib.logs.reader import read_window_spark
+
+    layout = DataLayout.from_settings(settings)
+    previous = interval.previous()
+    result = ServingEvaluation(interval=interval.key, published_interval=previous.key,
+                               published=False)
+    logs = read_window_spark(spark, layout.logs, interval).select("request_id", "ts", "user_id",
+                                                                   "item_id")
+    source = layout.output(EMBEDDINGS, previous)
+    if not is_complete(source):
+        result.rows = logs.count()
+        log.info("no complete embeddings partition for %s: nothing was served before %s",
+                 previous.key, interval.key)
+        return result
+    result.published = True
+    pairs = spark.read.parquet(source).select("user_id", "item_id").distinct()
+    _score_rows(spark, result, logs, pairs, _known_users(spark, layout, previous), previous)
+    result.lookup = replay_lookups(settings, logs, replay_requests)
+    return result
+
+
+def _known_users(spark, layout: DataLayout, previous: Interval):
+    """Users with a mined history at the previous interval (seen before), or None."""
+    path = layout.output(MINED, previous, USER_HISTORY)
+    if not is_complete(path):
+        log.warning("no user history at %s: known/new users are not told apart", path)
+        return None
+    return spark.read.parquet(path).select("user_id").distinct()
+
+
+def _score_rows(spark, result: ServingEvaluation, logs, pairs, known, previous: Interval) -> None:
+    """Fill coverage, waste and staleness from one pass over the joined rows."""
+    from pyspark.sql import functions as F
+
+    rows = logs.join(pairs.withColumn("hit", F.lit(1)), ["user_id", "item_id"], "left")
+    if known is not None:
+        rows = rows.join(known.withColumn("known", F.lit(1)), "user_id", "left")
+    else:
+        rows = rows.withColumn("known", F.lit(None).cast("int"))
+    rows = rows.fillna(0, subset=["hit"]).cache()
+    age = F.col("ts").cast("double") - F.lit(previous.end.timestamp())
+    totals = rows.agg(
+        F.count("*").alias("rows"), F.sum("hit").alias("hits"),
+        F.sum(F.coalesce("known", F.lit(0))).alias("known"),
+        F.sum(F.when(F.col("known") == 1, F.col("hit")).otherwise(0)).alias("known_hits"),
+        F.percentile_approx(F.when(F.col("hit") == 1, age), [0.5, 0.99], 10_000).alias("age"),
+    ).first()
+    unique = rows.groupBy("user_id", "item_id").agg(F.max("hit").alias("hit"))
+    unique_totals = unique.agg(F.count("*").alias("pairs"), F.sum("hit").alias("hits")).first()
+    result.pairs_precomputed = pairs.count()
+    rows.unpersist()
+    _fill(result, totals, unique_totals, has_known=known is not None)
+
+
+def _fill(result: ServingEvaluation, totals, unique_totals, *, has_known: bool) -> None:
+    rows, hits = int(totals["rows"]), int(totals["hits"] or 0)
+    known, known_hits = int(totals["known"] or 0), int(totals["known_hits"] or 0)
+    requested, pair_hits = int(unique_totals["pairs"]), int(unique_totals["hits"] or 0)
+    result.rows, result.rows_known, result.pairs_requested = rows, known, requested
+    result.coverage = _ratio(hits, rows)
+    result.coverage_unique = _ratio(pair_hits, requested)
+    if has_known:
+        result.coverage_known = _ratio(known_hits, known)
+        result.coverage_new = _ratio(hits - known_hits, rows - known)
+    result.waste = None if result.pairs_precomputed == 0 else (
+        1.0 - pair_hits / result.pairs_precomputed)
+    if totals["age"] is not None:
+        result.staleness_p50_s, result.staleness_p99_s = (float(x) for x in totals["age"])
+
+
+def sample_requests(logs, limit: int) -> list[tuple[int, list[int]]]:
+    """Up to ``limit`` requests of the window as (user_id, item_ids), chosen by a hash of the
+    request id (deterministic for a given window)."""
+    from pyspark.sql import functions as F
+
+    grouped = (logs.groupBy("request_id")
+               .agg(F.first("user_id").alias("user_id"),
+                    F.sort_array(F.collect_set("item_id")).alias("item_ids"))
+               .orderBy(F.xxhash64("request_id"), "request_id")
+               .limit(limit))
+    return [(int(r["user_id"]), [int(i) for i in r["item_ids"]]) for r in grouped.collect()]
+
+
+def replay_lookups(settings: SolarisSettings, logs, limit: int) -> LookupReplay:
+    """Replay sampled requests through the client against the served version."""
+    from solaris_lib.client import SolarisClient
+    from solaris_lib.devtools.redis_server import answers
+
+    replay = LookupReplay()
+    if limit <= 0:
+        replay.skipped = "replay disabled"
+        return replay
+    if settings.redis_url.startswith("redis") and "cluster" not in settings.redis_url.split(
+            "://")[0] and not answers(settings.redis_url):
+        replay.skipped = "redis does not answer"
+        return replay
+    requests = sample_requests(logs, limit)
+    with SolarisClient.from_url(settings.redis_url, key_prefix=settings.redis_key_prefix,
+                                timeout_ms=50.0, miss_sample_rate=0.0) as client:
+        replay.served_version = client.version
+        if replay.served_version is None:
+            replay.skipped = "no version is served"
+            return replay
+        _time_lookups(client, requests, replay)
+    return replay
+
+
+def _time_lookups(client, requests: list[tuple[int, list[int]]], replay: LookupReplay) -> None:
+    for user, items in requests[:20]:  # warm-up: connections, slot map
+        client.lookup(user, items)
+    micros, hits = [], 0
+    for user, items in requests:
+        started = time.perf_counter()
+        found = client.lookup(user, items)
+        micros.append((time.perf_counter() - started) * 1e6)
+        hits += found.hits
+    replay.requests = len(requests)
+    replay.pairs = sum(len(items) for _, items in requests)
+    if micros:
+        replay.p50_us, replay.p99_us = (float(x) for x in np.percentile(micros, [50, 99]))
+        replay.hit_rate = _ratio(hits, replay.pairs)
+    log.info("replayed %d requests (%d pairs) against %s: p50 %.0f us, p99 %.0f us, hit rate %s",
+             replay.requests, replay.pairs, replay.served_version, replay.p50_us or 0,
+             replay.p99_us or 0, replay.hit_rate)
+
+
+def write_evaluation(layout: DataLayout, result: ServingEvaluation, interval: Interval) -> str:
+    """Replace ``evaluation/interval=KEY/`` atomically with ``metrics.json``; returns its path."""
+    import json
+
+    from solaris_lib.storage import atomic_folder, filesystem
+
+    final = layout.output(EVALUATION, interval)
+    with atomic_folder(final) as staging:
+        fs, inner = filesystem(join(staging, METRICS_FILE))
+        with fs.open_output_stream(inner) as out:
+            out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True).encode())
+    return join(final, METRICS_FILE)
+
+
+def read_evaluation(layout: DataLayout, interval: Interval) -> dict | None:
+    """The metrics written for ``interval``, or None when that run has not evaluated."""
+    import json
+
+    from solaris_lib.storage import filesystem
+
+    folder = layout.output(EVALUATION, interval)
+    if not is_complete(folder):
+        return None
+    fs, inner = filesystem(join(folder, METRICS_FILE))
+    with fs.open_input_stream(inner) as handle:
+        return json.loads(handle.read())
