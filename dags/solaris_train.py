@@ -42,7 +42,8 @@ def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DA
         tags=["solaris", "training", *tags],
         doc_md=__doc__,
     ) as dag:
-        wait = LogPartitionSensor(task_id="wait_for_logs", timeout=spec.log_wait_timeout.total_seconds())
+        wait = LogPartitionSensor(task_id="wait_for_logs", last_hours=1,
+                                  timeout=spec.log_wait_timeout.total_seconds())
         train = SparkSubmitOperator(
             task_id="train",
             application=job_path(job),

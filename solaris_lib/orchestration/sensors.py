@@ -13,19 +13,23 @@ class LogPartitionSensor(BaseSensorOperator):
     """Waits until every hour partition of the run's data interval holds a parquet file.
 
     Runs in ``reschedule`` mode (frees its worker slot between pokes). On timeout it fails with
-    the list of partitions still missing, and nothing downstream runs.
+    the list of partitions still missing, and nothing downstream runs. ``last_hours`` limits the
+    wait to the interval's final hours (training windows: the newest data has arrived, older
+    hours may legitimately be empty, e.g. before the logs began).
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, last_hours: int | None = None, **kwargs) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 60)
         super().__init__(**kwargs)
+        self.last_hours = last_hours
 
     def poke(self, context) -> bool:
         from solaris_lib.orchestration.tasks import logs_ready
 
         return logs_ready(
-            context["data_interval_start"].isoformat(), context["data_interval_end"].isoformat()
+            context["data_interval_start"].isoformat(), context["data_interval_end"].isoformat(),
+            self.last_hours,
         )
 
     def execute(self, context):
@@ -38,7 +42,8 @@ class LogPartitionSensor(BaseSensorOperator):
             from solaris_lib.orchestration.tasks import missing_log_partitions
 
             interval = Interval(context["data_interval_start"], context["data_interval_end"])
-            missing = missing_log_partitions(DataLayout.from_settings(load_settings()).logs, interval)
+            missing = missing_log_partitions(DataLayout.from_settings(load_settings()).logs, interval,
+                                             self.last_hours)
             raise AirflowSensorTimeout(
                 f"log partitions of {interval} did not arrive within {self.timeout:.0f} s; "
                 f"missing: {', '.join(missing) or 'none (arrived at the last moment)'}; "
