@@ -1,23 +1,34 @@
 """``make demo``: the product's showcase on embedded defaults.
 
-Simulates a small world into the data root, validates it against the log contract and prints
-the realism summary. Later stages (speculation, inference, publishing, the Airflow cycle)
-extend this script as they land.
+1. simulate a small ad-request world into the data root and validate it against the contract;
+2. run the training DAGs once with ``airflow dags test`` (ALS retrieval factors, the foundation
+   model, which is promoted to serving);
+3. run the precompute DAG for consecutive hourly intervals with ``airflow dags test`` (sensor,
+   mine, speculate, infer, evaluate, publish: each Spark task a real ``spark-submit``);
+4. print a table per interval (pairs precomputed, coverage, waste, staleness, client lookup
+   p50/p99), look one user up live through the client, and write the coverage plot as PNG.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from solaris_lib.cli import configure_logging
-from solaris_lib.config import load_settings
-from solaris_lib.layout import DataLayout
+from solaris_lib.config import SolarisSettings, load_settings
+from solaris_lib.intervals import Interval
+from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout, join
 from solaris_lib.simulate.config import WorldConfig
 
 log = logging.getLogger("solaris.demo")
 DEMO_WORLD = WorldConfig(users=1500, items=2000, days=6, seed=7)
+DEMO_INTERVALS = 3
+FIRST_HOUR = 10  # precompute from 10:00 on the last simulated day (a busy hour)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def banner(text: str) -> None:
@@ -36,32 +47,151 @@ def simulate(layout: DataLayout, world: WorldConfig) -> None:
 def validate(layout: DataLayout) -> None:
     from solaris_lib.logs.validate import validate_dir
 
-    banner("2. validate the logs against the contract")
     reports = validate_dir(layout.logs)
     bad = [r for r in reports if r.error]
     rows = sum(r.rows_read for r in reports)
     quarantined = sum(r.rows_quarantined for r in reports)
-    print(f"{len(reports)} files, {rows:,} rows, {quarantined:,} quarantined, {len(bad)} failed")
+    print(f"validated: {len(reports)} files, {rows:,} rows, {quarantined:,} quarantined, "
+          f"{len(bad)} failed")
     if bad:
         raise SystemExit(f"demo: {bad[0].path}: {bad[0].error}")
 
 
-def summarize(layout: DataLayout) -> None:
-    from solaris_lib.simulate.summary import format_summary
-    from solaris_lib.simulate.summary import summarize as compute
+def airflow_services(settings: SolarisSettings):
+    from solaris_lib.devtools.airflow_services import AirflowServices
 
-    banner("3. realism of the simulated world (measured from the logs)")
-    print(format_summary(compute(layout.logs)))
+    return AirflowServices(
+        home=Path(settings.data_root) / "airflow", dags_folder=ROOT / "dags",
+        db_url=settings.airflow_db_url, spark_master=settings.spark_master,
+        extra_env={"SOLARIS_DATA_ROOT": settings.data_root, "SOLARIS_REDIS_URL": settings.redis_url,
+                   "SOLARIS_REDIS_KEY_PREFIX": settings.redis_key_prefix,
+                   **{k: v for k, v in os.environ.items()
+                      if k.startswith("SOLARIS_") and k != "SOLARIS_DATA_ROOT"}},
+    )
+
+
+def run_dag(services, dag_id: str, run_after: datetime) -> None:
+    from solaris_lib.orchestration.local import dags_test
+
+    print(f"airflow dags test {dag_id} {run_after.isoformat()}", flush=True)
+    seconds = dags_test(services, dag_id, run_after)
+    print(f"  {dag_id} finished in {seconds:.0f} s", flush=True)
+
+
+def train(services, run_after: datetime) -> None:
+    banner("2. training DAGs: retrieval factors (ALS) and the foundation model")
+    run_dag(services, "solaris_train_retrieval", run_after)
+    run_dag(services, "solaris_train_foundation", run_after)
+
+
+def precompute(services, intervals: list[Interval]) -> None:
+    banner(f"3. precompute DAG for {len(intervals)} consecutive hourly intervals")
+    for interval in intervals:
+        run_dag(services, "solaris_precompute", interval.end)
+
+
+def interval_rows(spark, layout: DataLayout, intervals: list[Interval]) -> list[dict]:
+    """One row per interval: what it precomputed and how that served the next interval."""
+    from solaris_lib.evaluation.serving import read_evaluation
+    from solaris_lib.storage import is_complete
+
+    rows = []
+    for interval in intervals:
+        path = layout.output(EMBEDDINGS, interval)
+        pairs = spark.read.parquet(path).count() if is_complete(path) else 0
+        served = read_evaluation(layout, interval.following()) or {}
+        rows.append({"interval": interval, "pairs": pairs, **{
+            k: served.get(k) for k in ("coverage", "coverage_known", "waste",
+                                       "staleness_p50_s", "rows")},
+            "lookup": served.get("lookup") or {}})
+    return rows
+
+
+def _fmt(value, pattern: str) -> str:
+    return "-" if value is None else format(value, pattern)
+
+
+def print_table(rows: list[dict]) -> None:
+    banner("4. per interval: precomputed at t, served during t+1")
+    head = (f"{'interval (UTC)':<17} {'pairs':>7} {'rows t+1':>8} {'coverage':>8} {'known':>6} "
+            f"{'waste':>6} {'stale p50':>9} {'lookup p50':>10} {'p99':>7}")
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        lookup = row["lookup"]
+        print(f"{row['interval'].start:%m-%d %H:%M}-{row['interval'].end:%H:%M}   "
+              f"{row['pairs']:>7,} {_fmt(row['rows'], ','):>8} {_fmt(row['coverage'], '.3f'):>8} "
+              f"{_fmt(row['coverage_known'], '.3f'):>6} {_fmt(row['waste'], '.3f'):>6} "
+              f"{_fmt(row['staleness_p50_s'] and row['staleness_p50_s'] / 60, '.0f'):>7} m "
+              f"{_fmt(lookup.get('p50_us'), '.0f'):>7} us {_fmt(lookup.get('p99_us'), '.0f'):>4} us")
+    print("(coverage of interval t = share of t+1's logged rows whose pair was precomputed at t; "
+          "the last interval is scored by the next run)")
+
+
+def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
+    from pyspark.sql import functions as F
+
+    from solaris_lib.client import SolarisClient
+
+    banner("5. live lookup through the client (what the online ranker calls)")
+    layout = DataLayout.from_settings(settings)
+    speculated = spark.read.parquet(layout.output(SPECULATED, interval))
+    user = speculated.groupBy("user_id").count().orderBy(F.desc("count"), "user_id").first()
+    items = [r["item_id"] for r in speculated.where(F.col("user_id") == user["user_id"])
+             .orderBy(F.desc("score"), "item_id").limit(8).collect()]
+    items += [10_000_000, 10_000_001]  # never speculated: misses with the fallback
+    with SolarisClient.from_url(settings.redis_url, key_prefix=settings.redis_key_prefix) as client:
+        started = time.perf_counter()
+        result = client.lookup(user["user_id"], items)
+        micros = (time.perf_counter() - started) * 1e6
+        print(f"client.lookup(user_id={user['user_id']}, {len(items)} items) -> version "
+              f"{client.version}, model {client.model_version}, {micros:.0f} us")
+    for item, hit, row in zip(items, result.hit, result.embeddings):
+        print(f"  item {item:>9}: {'HIT ' if hit else 'miss'} "
+              f"[{', '.join(f'{x:+.3f}' for x in row[:4])}, ...] ({row.shape[0]} dims)")
+
+
+def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> str | None:
+    """Coverage of the next interval's rows against the per-user budget (top-k by score)."""
+    from solaris_lib.evaluation.plots import coverage_budget_curve, plot_coverage_curve
+    from solaris_lib.logs.reader import read_window_spark
+
+    speculated = spark.read.parquet(layout.output(SPECULATED, interval))
+    logs = read_window_spark(spark, layout.logs, interval.following())
+    curve = coverage_budget_curve(speculated, logs)
+    if not curve:
+        return None
+    return plot_coverage_curve(curve, out, title=f"precomputed at {interval}")
 
 
 def main() -> int:
     configure_logging(verbose=False)
     started = time.perf_counter()
-    layout = DataLayout.from_settings(load_settings())
+    settings = load_settings()
+    layout = DataLayout.from_settings(settings)
     simulate(layout, DEMO_WORLD)
     validate(layout)
-    summarize(layout)
-    print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}")
+    last_day = DEMO_WORLD.start + timedelta(days=DEMO_WORLD.days - 1)
+    first = Interval(last_day + timedelta(hours=FIRST_HOUR - 1), last_day + timedelta(hours=FIRST_HOUR))
+    intervals = [first.shift(timedelta(hours=i + 1)) for i in range(DEMO_INTERVALS)]
+    services = airflow_services(settings)
+    services.prepare()
+    train(services, first.end)
+    precompute(services, intervals)
+
+    from solaris_lib.sparkutil import get_spark
+
+    spark = get_spark("solaris-demo-report", master="local[2]")
+    try:
+        print_table(interval_rows(spark, layout, intervals))
+        live_lookup(spark, settings, intervals[-1])
+        png = coverage_plot(spark, layout, intervals[-2], join(settings.data_root, "coverage.png"))
+        if png:
+            print(f"\ncoverage plot: {png}")
+    finally:
+        spark.stop()
+    print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}; "
+          f"Airflow logs under {services.home}/logs")
     return 0
 
 
