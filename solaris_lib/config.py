@@ -73,6 +73,13 @@ class SolarisSettings(BaseSettings):
         description="How long the DAG waits for an interval's log partitions before failing.",
     )
 
+    foundation_preset: str = Field(
+        default="default",
+        pattern=r"^(test|small|default|large)$",
+        description="Size preset of the foundation model that training builds (test, small, "
+        "default, large); the demo uses small.",
+    )
+
     spark_py_files: str | None = Field(
         default=None,
         description="Comma-separated --py-files for spark-submit on a cluster whose executors do "

@@ -1,0 +1,78 @@
+"""The precompute DAG driven like an operator drives it: API server, scheduler and DAG processor
+on loopback, login through REST API v2, unpause, trigger an interval, poll the run to success."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from solaris_lib.devtools.airflow_services import ADMIN_USER, AirflowServices
+from solaris_lib.evaluation.serving import read_evaluation
+from solaris_lib.layout import DataLayout
+from tests.integration.orchestration.conftest import FIRST, ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+DAG_ID = "solaris_precompute"
+
+
+def call(base: str, method: str, path: str, body: dict | None = None, token: str | None = None):
+    request = urllib.request.Request(
+        f"{base}{path}", method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json",
+                 **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def wait_for_dag(base: str, token: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if call(base, "GET", f"/api/v2/dags/{DAG_ID}", token=token)[0] == 200:
+            return
+        time.sleep(2)
+    raise AssertionError(f"{DAG_ID} was not parsed within {timeout_s} s")
+
+
+def test_trigger_through_the_rest_api_runs_to_success(pipeline, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLARIS_LOG_WAIT_TIMEOUT", "60s")  # scheduled runs of "now" fail fast
+    services = AirflowServices(home=tmp_path / "airflow", dags_folder=ROOT / "dags")
+    services.start(timeout_s=180)
+    try:
+        base = services.base_url
+        status, _ = call(base, "GET", f"/api/v2/dags/{DAG_ID}")
+        assert status == 401  # anonymous access is refused
+        status, login = call(base, "POST", "/auth/token",
+                             {"username": ADMIN_USER, "password": services.password()})
+        assert status == 201, login
+        token = login["access_token"]
+        wait_for_dag(base, token)
+
+        interval = FIRST.following()
+        run_id = f"rest-{interval.key}"
+        status, created = call(base, "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {
+            "dag_run_id": run_id, "logical_date": interval.end.isoformat(),
+            "data_interval_start": interval.start.isoformat(),
+            "data_interval_end": interval.end.isoformat(), "conf": {}}, token)
+        assert status == 200, created
+        status, _ = call(base, "PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token)
+        assert status == 200
+
+        state, deadline = None, time.monotonic() + 900
+        while time.monotonic() < deadline and state not in ("success", "failed"):
+            time.sleep(5)
+            status, run = call(base, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=token)
+            state = run["state"] if status == 200 else state
+        assert state == "success", f"run {run_id} ended {state}; logs under {services.home}/logs"
+        assert run["data_interval_start"].startswith(interval.start.strftime("%Y-%m-%dT%H:%M"))
+    finally:
+        services.stop()
+    layout = DataLayout(root=str(pipeline.data_root), models_root=str(pipeline.data_root / "models"))
+    evaluation = read_evaluation(layout, interval)
+    assert evaluation is not None and evaluation["interval"] == interval.key
