@@ -146,7 +146,7 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
         micros = (time.perf_counter() - started) * 1e6
         print(f"client.lookup(user_id={user['user_id']}, {len(items)} items) -> version "
               f"{client.version}, model {client.model_version}, {micros:.0f} us")
-    for item, hit, row in zip(items, result.hit, result.embeddings):
+    for item, hit, row in zip(items, result.hit, result.embeddings, strict=True):
         print(f"  item {item:>9}: {'HIT ' if hit else 'miss'} "
               f"[{', '.join(f'{x:+.3f}' for x in row[:4])}, ...] ({row.shape[0]} dims)")
 

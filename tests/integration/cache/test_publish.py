@@ -12,10 +12,10 @@ import redis
 
 from solaris_lib.cache.errors import InsufficientMemoryError, PublishInputError
 from solaris_lib.cache.publish import PublishConfig, publish
-from solaris_lib.layout import CACHE as CACHE_STAGE
 from solaris_lib.cache.validate import REASONS
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
+from solaris_lib.layout import CACHE as CACHE_STAGE
 from solaris_lib.layout import DataLayout
 from solaris_lib.storage import list_files
 from tests.integration.cache.conftest import (

@@ -71,11 +71,11 @@ def expected() -> dict:
     requested = {(r[2], r[3]) for r in ROWS}
     return {
         "coverage": sum(hits) / len(ROWS),
-        "coverage_known": sum(h for h, k in zip(hits, known) if k) / sum(known),
-        "coverage_new": sum(h for h, k in zip(hits, known) if not k) / (len(ROWS) - sum(known)),
+        "coverage_known": sum(h for h, k in zip(hits, known, strict=True) if k) / sum(known),
+        "coverage_new": sum(h for h, k in zip(hits, known, strict=True) if not k) / (len(ROWS) - sum(known)),
         "coverage_unique": len(requested & precomputed) / len(requested),
         "waste": 1 - len(requested & precomputed) / len(precomputed),
-        "staleness": sorted(r[1] * 60.0 for r, h in zip(ROWS, hits) if h),
+        "staleness": sorted(r[1] * 60.0 for r, h in zip(ROWS, hits, strict=True) if h),
     }
 
 
