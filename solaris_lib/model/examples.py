@@ -117,6 +117,13 @@ class EventLists:
         out[order[queries]] = before[queries]
         return out
 
+    def history_bounds(self, user_ids: np.ndarray, ts_us: np.ndarray):
+        """(lo, hi) (n,): each query's events strictly before ``ts_us`` (empty for unknown
+        users)."""
+        user_lo, user_hi = self.bounds(user_ids)
+        hi = self.count_before(user_ids, ts_us)
+        return np.where(user_hi > user_lo, user_lo, hi), hi
+
     def padded(self, lo, hi, now_us, length: int) -> dict[str, np.ndarray]:
         """Histories ``events[max(lo, hi - length):hi]`` as (n, length) arrays, oldest first,
         right-aligned: ``items`` int64, ``clicks`` int64, ``gaps`` float32 seconds before
@@ -214,8 +221,6 @@ def build_examples(table: pa.Table) -> Examples:
     labels = labeled.column("clicked").to_numpy(zero_copy_only=False)[order].astype(np.float32)
     first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if len(code) else np.zeros(0, int)
     req_user, req_ts = users[first], ts[first]
-    user_lo, user_hi = events.bounds(req_user)
-    hi = events.count_before(req_user, req_ts)
-    lo = np.where(user_hi > user_lo, user_lo, hi)  # a user without events: empty history
+    lo, hi = events.history_bounds(req_user, req_ts)
     return Examples(events, req_user, req_ts, lo, hi, np.append(first, len(code)).astype(np.int64),
                     items, labels)

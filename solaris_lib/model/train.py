@@ -39,13 +39,15 @@ class TrainRequest:
     epochs: int | None = None
     processes: int = 1
     seed: int = 0
+    threads: int = 1  # torch intra-op threads per process (oversubscribed CPUs get slow fast)
 
     def __post_init__(self) -> None:
         if not timedelta(0) < self.holdout < self.interval.length:
             raise ConfigError(f"holdout {self.holdout} must be positive and shorter than the "
                               f"window {self.interval}")
-        if self.processes < 1:
-            raise ConfigError(f"--processes must be >= 1, got {self.processes}")
+        if self.processes < 1 or self.threads < 1:
+            raise ConfigError(f"--processes and --threads must be >= 1, got {self.processes} "
+                              f"and {self.threads}")
 
     @property
     def holdout_start(self):
@@ -113,7 +115,7 @@ def train_loop(net, cfg: FoundationConfig, train: Examples, *, rank: int = 0, wo
             opt.zero_grad()
             loss.backward()
             opt.step()
-            seen, total = seen + len(rows), total + float(loss) * len(rows)
+            seen, total = seen + len(rows), total + loss.item() * len(rows)
             if time.perf_counter() - last > LOG_EVERY_S:
                 last = time.perf_counter()
                 log.info("epoch %d: %d/%d requests, %.0f examples/s, loss %.4f", epoch, seen,
@@ -228,6 +230,9 @@ def compare_with_serving(model_root: str, held: Examples, new_loss: float) -> tu
 
 def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainReport:
     """Train, evaluate, write the version and promote it if it is not worse than the served one."""
+    import torch
+
+    torch.set_num_threads(request.threads)
     layout = DataLayout.from_settings(settings)
     model_root = layout.model(MODEL_NAME)
     cfg = request.config()
