@@ -49,8 +49,8 @@ class EventLists:
 
     @classmethod
     def from_events(cls, users, items, ts_us, clicks) -> EventLists:
-        """Group flat events (any order) by user, oldest first (ties broken by item id)."""
-        order = np.lexsort((items, ts_us, users))
+        """Group flat events (any order) by user, oldest first (ties: by item id, click code)."""
+        order = np.lexsort((clicks, items, ts_us, users))
         users = np.asarray(users, np.int64)[order]
         uniq, starts = np.unique(users, return_index=True)
         offsets = np.append(starts, len(users)).astype(np.int64)
@@ -216,9 +216,9 @@ def build_examples(table: pa.Table) -> Examples:
     users = labeled.column("user_id").to_numpy()
     ts = _ts_us(labeled.column("ts"))
     items = labeled.column("item_id").to_numpy()
-    order = np.lexsort((items, code, users, ts))
-    code, users, ts, items = code[order], users[order], ts[order], items[order]
-    labels = labeled.column("clicked").to_numpy(zero_copy_only=False)[order].astype(np.float32)
+    labels = labeled.column("clicked").to_numpy(zero_copy_only=False).astype(np.float32)
+    order = np.lexsort((labels, items, code, users, ts))
+    code, users, ts, items, labels = code[order], users[order], ts[order], items[order], labels[order]
     first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if len(code) else np.zeros(0, int)
     req_user, req_ts = users[first], ts[first]
     lo, hi = events.history_bounds(req_user, req_ts)
