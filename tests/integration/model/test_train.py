@@ -71,3 +71,14 @@ def test_bad_windows_are_clear_errors(settings):
         TrainRequest(WINDOW, holdout=timedelta(days=3))
     with pytest.raises(EmptyInputError):
         run_training(settings, TrainRequest(WINDOW.shift(timedelta(days=30)), preset="test"))
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_distributed_training_with_torch_distributor(spark, settings):
+    """--processes 2: two DDP (gloo) workers started by Spark's TorchDistributor."""
+    report = run_training(settings, TrainRequest(WINDOW, preset="test", processes=2))
+    assert report.promoted and report.metrics["processes"] == 2
+    assert 0 < report.metrics["foundation"]["log_loss"] < 1
+    cfg, state = artefact.load_state(report.folder)
+    assert all(bool(v.isfinite().all()) for v in state.values() if v.is_floating_point())
