@@ -64,6 +64,7 @@ def main() -> None:
     cfg = FoundationConfig.preset(args.preset, dropout=0.0)
     net = FoundationNet(cfg).to(device).eval()
     x = inputs(args.users, args.history, args.items, device)
+    online = inputs(1, cfg.max_history, 200, device, seed=1)  # one user, full history
     pairs = args.users * args.items
     result = {"preset": args.preset, "device": str(device), "threads": torch.get_num_threads(),
               "users": args.users, "history": args.history, "items_per_user": args.items}
@@ -72,7 +73,6 @@ def main() -> None:
                                                     enabled=precision == "bf16"):
             shared_s, (emb_s, _) = timed(lambda: net(*x), args.repeats, device)
             naive_s, (emb_n, _) = timed(lambda: naive_interact(net, *x, chunk=1024), 1, device)
-            online = inputs(1, cfg.max_history, 200, device, seed=1)
             online_s, _ = timed(lambda: net(*online), args.repeats, device)
         suffix = "" if precision == "fp32" else "_bf16"
         result.update({
