@@ -60,6 +60,8 @@ class InferRequest:
     def __post_init__(self) -> None:
         if self.batch_users < 1 or self.threads < 1:
             raise ConfigError("--batch-users and --threads must be >= 1")
+        if not 0.0 <= self.max_non_finite_share <= 1.0:
+            raise ConfigError("max_non_finite_share must be in [0, 1]")
         if self.model_version is not None:
             artefact.check_version_name(self.model_version)
 
@@ -169,22 +171,25 @@ def run_inference(spark, settings: SolarisSettings, request: InferRequest) -> In
     fn = EmbedBatches(folder, version, int(request.interval.end.timestamp() * 1_000_000),
                       request.batch_users, request.threads)
     out = users.mapInArrow(fn, OUTPUT_DDL).persist()
+    final = layout.output(EMBEDDINGS, request.interval)
     try:
-        report = _write(out, layout.output(EMBEDDINGS, request.interval), request)
+        written, rejected = _write(out, final, request)
     finally:
         out.unpersist()
-    report.users = users.count()
-    report.users_without_history = users.filter("h_items is null").count()
-    report.model_version, report.interval = version, request.interval.key
-    report.seconds = round(time.perf_counter() - started, 3)
+    report = InferReport(
+        interval=request.interval.key, model_version=version, output=final,
+        users=users.count(), users_without_history=users.filter("h_items is null").count(),
+        rows_written=written, non_finite=rejected,
+        seconds=round(time.perf_counter() - started, 3))
     log.info("embedded %d pairs of %d users (%d without history) with %s in %.1f s "
-             "(%.0f pairs/s); %d non-finite rejected", report.rows_written, report.users,
+             "(%.0f pairs/s); %d non-finite rejected", written, report.users,
              report.users_without_history, version, report.seconds,
-             report.rows_written / max(report.seconds, 1e-9), report.non_finite)
+             written / max(report.seconds, 1e-9), rejected)
     return report
 
 
-def _write(out, final: str, request: InferRequest) -> InferReport:
+def _write(out, final: str, request: InferRequest) -> tuple[int, int]:
+    """Write the finite rows of ``out`` to ``final`` atomically: (rows written, rejected)."""
     from pyspark.sql import functions as F
 
     counts = out.groupBy("finite").count().collect()
@@ -201,4 +206,4 @@ def _write(out, final: str, request: InferRequest) -> InferReport:
             .sortWithinPartitions("user_id", "item_id"))
     with atomic_folder(final) as staging:
         rows.write.mode("overwrite").parquet(staging)
-    return InferReport("", "", final, 0, 0, good, bad, 0.0)
+    return good, bad

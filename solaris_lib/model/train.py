@@ -105,7 +105,8 @@ def train_loop(net, cfg: FoundationConfig, train: Examples, *, rank: int = 0, wo
     for epoch in range(cfg.epochs):
         order = rng.permutation(len(train))
         batches = [order[i:i + cfg.batch_requests] for i in range(0, len(order), cfg.batch_requests)]
-        mine = batches[rank::world][: len(batches) // world or 1]
+        mine = (batches[rank::world][: len(batches) // world] if len(batches) >= world
+                else batches[:1])
         started, last, seen, total = time.perf_counter(), time.perf_counter(), 0, 0.0
         for rows in mine:
             b = to_tensors(train.batch(rows, cfg.max_history), device)

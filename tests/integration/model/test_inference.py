@@ -100,3 +100,39 @@ def test_missing_partition_is_a_clear_error(spark, served):
     with pytest.raises(MissingPartitionError, match="speculated") as caught:
         run_inference(spark, settings, InferRequest(INFER.shift(INFER.length * 5)))
     assert caught.value.exit_code == 2
+
+
+def test_some_non_finite_rows_are_rejected_and_counted(spark, served):
+    """A model that overflows for one item: exactly the pairs that are not finite in fp16
+    (computed in-process on the per-pair path) are left out, and counted."""
+    import torch
+
+    from tests.integration.model.conftest import UNKNOWN_ITEM
+
+    settings, pairs, history, _ = served
+    root = f"{settings.models_root}/foundation"
+    cfg, state = artefact.load_state(artefact.version_dir(root, artefact.serving_version(root)))
+    from solaris_lib.model.network import hash_items
+
+    rows = hash_items(torch.tensor([UNKNOWN_ITEM]), cfg.item_buckets, cfg.item_hashes)[0]
+    state = {k: v.clone() for k, v in state.items()}
+    state["item_table.weight"][rows] = 1e30
+    artefact.write_version(root, "overflow-model", state, cfg, {}, {})
+    report = run_inference(spark, settings, InferRequest(
+        INFER, model_version="overflow-model", max_non_finite_share=1.0))
+
+    embedder = FoundationEmbedder.load(artefact.version_dir(root, "overflow-model"), "cpu")
+    want = sorted(set(zip(pairs["user_id"].to_pylist(), pairs["item_id"].to_pylist(),
+                          strict=True)))
+    users = np.array([u for u, _ in want])
+    uniq, counts = np.unique(users, return_counts=True)
+    ref, _ = embedder.score_users(EventLists.from_user_history(history), uniq, counts,
+                                  np.array([i for _, i in want]), INFER.end, naive=True)
+    finite = np.isfinite(ref).all(1) & np.isfinite(ref.astype("<f2")).all(1)
+    assert 0 < (~finite).sum() < len(want)
+    assert report.non_finite == int((~finite).sum())
+    assert report.rows_written == int(finite.sum())
+    table = _read(DataLayout.from_settings(settings).output(EMBEDDINGS, INFER))
+    kept = [pair for pair, ok in zip(want, finite, strict=True) if ok]
+    assert list(zip(table["user_id"].to_pylist(), table["item_id"].to_pylist(),
+                    strict=True)) == kept
