@@ -1,0 +1,138 @@
+"""Batch inference in Spark local mode: contract columns, decoded values, reruns, NaN models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("torch")
+
+from solaris_lib.cache.format import Codec  # noqa: E402
+from solaris_lib.config import load_settings  # noqa: E402
+from solaris_lib.layout import EMBEDDINGS, DataLayout  # noqa: E402
+from solaris_lib.model import artefact  # noqa: E402
+from solaris_lib.model.examples import EventLists  # noqa: E402
+from solaris_lib.model.inference import (  # noqa: E402
+    InferRequest,
+    MissingPartitionError,
+    NonFiniteOutputError,
+    run_inference,
+)
+from solaris_lib.model.online import FoundationEmbedder  # noqa: E402
+from solaris_lib.model.train import TrainRequest, run_training  # noqa: E402
+from solaris_lib.storage import is_complete, list_files  # noqa: E402
+from tests.integration.model.conftest import INFER, UNKNOWN_USER, WINDOW  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def served(inference_inputs, tmp_path_factory):
+    """Inputs plus a trained, serving 'test' model in a model root of this module's own."""
+    base, pairs, history = inference_inputs
+    settings = load_settings(data_root=base.data_root,
+                             model_dir=str(tmp_path_factory.mktemp("infer-models")))
+    report = run_training(settings, TrainRequest(WINDOW, preset="test", epochs=1))
+    return settings, pairs, history, report.version
+
+
+def _read(path: str) -> pa.Table:
+    table = pa.concat_tables([pq.read_table(f) for f in list_files(path)])
+    return table.sort_by([("user_id", "ascending"), ("item_id", "ascending")])
+
+
+def test_embeddings_partition(spark, served):
+    settings, pairs, history, version = served
+    report = run_inference(spark, settings, InferRequest(INFER, batch_users=7))
+    out_path = DataLayout.from_settings(settings).output(EMBEDDINGS, INFER)
+    assert is_complete(out_path) and report.output == out_path
+    table = _read(out_path)
+    assert table.schema.names == ["user_id", "item_id", "model_version", "embedding"]
+    assert [str(t) for t in table.schema.types] == ["int64", "int64", "string", "binary"]
+    want = sorted(set(zip(pairs["user_id"].to_pylist(), pairs["item_id"].to_pylist(),
+                          strict=True)))
+    got = list(zip(table["user_id"].to_pylist(), table["item_id"].to_pylist(), strict=True))
+    assert got == want and report.rows_written == len(want) and report.non_finite == 0
+    assert set(table["model_version"].to_pylist()) == {version} == {report.model_version}
+    assert report.users_without_history == 2  # the unknown user and the one left out
+
+    embedder = FoundationEmbedder.load(f"{settings.models_root}/foundation", "cpu")
+    decoded, hit, corrupt = Codec("fp16", embedder.dim).decode(table["embedding"].to_pylist())
+    assert hit.all() and corrupt == 0 and decoded.shape == (len(want), embedder.dim)
+    # the per-pair reference path, in this process, from the same inputs
+    users = np.array(table["user_id"].to_pylist())
+    uniq, counts = np.unique(users, return_counts=True)
+    ref, _ = embedder.score_users(EventLists.from_user_history(history), uniq, counts,
+                                  np.array(table["item_id"].to_pylist()), INFER.end, naive=True)
+    assert np.abs(decoded - ref).max() <= 2e-3 * max(1.0, np.abs(ref).max())
+    unknown = users == UNKNOWN_USER
+    empty, _ = embedder.score_users(EventLists.empty(), np.array([5]), np.array([unknown.sum()]),
+                                    np.array(table["item_id"].to_pylist())[unknown], INFER.end)
+    assert np.allclose(decoded[unknown], empty, atol=2e-3)
+
+    rerun = run_inference(spark, settings, InferRequest(INFER, batch_users=100))
+    assert rerun.rows_written == report.rows_written
+    assert _read(out_path).equals(table)
+
+
+def test_nan_model_writes_nothing(spark, served):
+    settings, *_ = served
+    root = f"{settings.models_root}/foundation"
+    serving = artefact.serving_version(root)
+    cfg, state = artefact.load_state(artefact.version_dir(root, serving))
+    state = {k: v.clone() for k, v in state.items()}
+    state["out.weight"].fill_(float("nan"))
+    state["head.3.weight"].fill_(float("nan"))
+    artefact.write_version(root, "nan-model", state, cfg, {}, {})
+    out_path = DataLayout.from_settings(settings).output(EMBEDDINGS, INFER)
+    before = _read(out_path) if is_complete(out_path) else None
+    with pytest.raises(NonFiniteOutputError, match="NaN or infinite") as caught:
+        run_inference(spark, settings, InferRequest(INFER, model_version="nan-model"))
+    assert caught.value.exit_code == 5
+    after = _read(out_path) if is_complete(out_path) else None
+    assert (before is None and after is None) or before.equals(after)
+
+
+def test_missing_partition_is_a_clear_error(spark, served):
+    settings, *_ = served
+    with pytest.raises(MissingPartitionError, match="speculated") as caught:
+        run_inference(spark, settings, InferRequest(INFER.shift(INFER.length * 5)))
+    assert caught.value.exit_code == 2
+
+
+def test_some_non_finite_rows_are_rejected_and_counted(spark, served):
+    """A model that overflows for one item: exactly the pairs that are not finite in fp16
+    (computed in-process on the per-pair path) are left out, and counted."""
+    import torch
+
+    from tests.integration.model.conftest import UNKNOWN_ITEM
+
+    settings, pairs, history, _ = served
+    root = f"{settings.models_root}/foundation"
+    cfg, state = artefact.load_state(artefact.version_dir(root, artefact.serving_version(root)))
+    from solaris_lib.model.network import hash_items
+
+    rows = hash_items(torch.tensor([UNKNOWN_ITEM]), cfg.item_buckets, cfg.item_hashes)[0]
+    state = {k: v.clone() for k, v in state.items()}
+    state["item_table.weight"][rows] = 1e30
+    artefact.write_version(root, "overflow-model", state, cfg, {}, {})
+    report = run_inference(spark, settings, InferRequest(
+        INFER, model_version="overflow-model", max_non_finite_share=1.0))
+
+    embedder = FoundationEmbedder.load(artefact.version_dir(root, "overflow-model"), "cpu")
+    want = sorted(set(zip(pairs["user_id"].to_pylist(), pairs["item_id"].to_pylist(),
+                          strict=True)))
+    users = np.array([u for u, _ in want])
+    uniq, counts = np.unique(users, return_counts=True)
+    ref, _ = embedder.score_users(EventLists.from_user_history(history), uniq, counts,
+                                  np.array([i for _, i in want]), INFER.end, naive=True)
+    finite = np.isfinite(ref).all(1) & np.isfinite(ref.astype("<f2")).all(1)
+    assert 0 < (~finite).sum() < len(want)
+    assert report.non_finite == int((~finite).sum())
+    assert report.rows_written == int(finite.sum())
+    table = _read(DataLayout.from_settings(settings).output(EMBEDDINGS, INFER))
+    kept = [pair for pair, ok in zip(want, finite, strict=True) if ok]
+    assert list(zip(table["user_id"].to_pylist(), table["item_id"].to_pylist(),
+                    strict=True)) == kept
