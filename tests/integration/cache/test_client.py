@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from solaris_lib.client import CacheFormatError, Level, SolarisClient
+from tests.budgets import TEST_TIMEOUT_MS
 
 pytestmark = pytest.mark.integration
 V1, V2 = "20260105T100000Z-aaaaaaaaaa", "20260105T110000Z-bbbbbbbbbb"
@@ -47,7 +48,7 @@ def r(redis_url):
 
 def test_hits_misses_levels_and_counters(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 2], 2: [0.5, -4]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, miss_sample_rate=0) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS, miss_sample_rate=0) as client:
         result = client.lookup(7, [2, 99, 1])
         assert result.embeddings.dtype == np.float32
         assert result.embeddings.tolist() == [[0.5, -4.0], [0.0, 0.0], [1.0, 2.0]]
@@ -62,12 +63,12 @@ def test_hits_misses_levels_and_counters(redis_url, key_prefix, r):
 
 def test_configured_fallback_fills_missed_rows(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 2]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, fallback=[9, 8]) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS, fallback=[9, 8]) as client:
         assert client.lookup(7, [5, 1]).embeddings.tolist() == [[9.0, 8.0], [1.0, 2.0]]
 
 
 def test_without_a_served_version_every_row_misses(redis_url, key_prefix):
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, dim=3) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS, dim=3) as client:
         result = client.lookup(1, [1, 2])
         assert result.error == "no_version" and result.embeddings.shape == (2, 3)
         assert not result.hit.any() and client.version is None
@@ -76,7 +77,7 @@ def test_without_a_served_version_every_row_misses(redis_url, key_prefix):
 
 def test_alias_switch_is_picked_up_in_the_background(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix,
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS,
                                 refresh_interval_s=0.02) as client:
         assert client.lookup(7, [1]).embeddings.tolist() == [[1.0, 1.0]]
         put_version(r, key_prefix, V2, {7: {1: [2, 2]}}, dim=2, model_version="m2")
@@ -89,7 +90,7 @@ def test_alias_switch_is_picked_up_in_the_background(redis_url, key_prefix, r):
 @pytest.mark.parametrize("problem", ["incomplete", "other_dim"])
 def test_unusable_versions_are_refused_and_the_old_one_kept(redis_url, key_prefix, r, problem):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, dim=2) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS, dim=2) as client:
         if problem == "incomplete":
             put_version(r, key_prefix, V2, {7: {1: [2, 2]}}, dim=2, state="writing")
         else:
@@ -103,14 +104,14 @@ def test_unusable_versions_are_refused_and_the_old_one_kept(redis_url, key_prefi
 def test_corrupt_values_are_counted_misses(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
     r.hset(f"{key_prefix}:e:{V1}:{{7}}", "2", b"\x00\x01\x02")
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.lookup(7, [1, 2]).hit.tolist() == [True, False]
         assert client.stats().corrupt_values == 1
 
 
 def test_sampled_misses_reach_the_stream(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, miss_sample_rate=1.0,
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS, miss_sample_rate=1.0,
                                 miss_stream_maxlen=100) as client:
         client.lookup(7, [1, 5, 6])
         client.lookup(7, [1])  # no miss: nothing to sample
@@ -122,7 +123,7 @@ def test_sampled_misses_reach_the_stream(redis_url, key_prefix, r):
 
 def test_argument_forms(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.lookup(np.int64(7), np.array([1], dtype=np.uint32)).hit.tolist() == [True]
         empty = client.lookup(7, [])
         assert empty.embeddings.shape == (0, 2) and empty.error is None
@@ -158,7 +159,7 @@ def test_threads_share_one_client(redis_url, key_prefix, r):
 
 def test_closed_client_answers_misses(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    client = SolarisClient.from_url(redis_url, key_prefix=key_prefix)
+    client = SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS)
     client.close()
     client.close()
     result = client.lookup(7, [1])

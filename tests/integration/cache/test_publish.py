@@ -18,6 +18,7 @@ from solaris_lib.client import SolarisClient
 from solaris_lib.layout import CACHE as CACHE_STAGE
 from solaris_lib.layout import DataLayout
 from solaris_lib.storage import list_files
+from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.cache.conftest import (
     INTERVAL,
     embeddings_table,
@@ -117,7 +118,7 @@ def test_bad_rows_are_quarantined_and_duplicates_resolved(spark, settings_for, r
     folder = DataLayout.from_settings(settings).output(CACHE_STAGE, INTERVAL, "quarantine")
     quarantined = pa.concat_tables([pq.read_table(f) for f in list_files(folder)])
     assert sorted(quarantined["_reason"].to_pylist()) == sorted(r[4] for r in bad)
-    with SolarisClient.from_url(redis_url, key_prefix=key_prefix) as client:
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.lookup(2, [77]).embeddings.tolist() == [[1.0] * dim]
         assert client.lookup(1, [5, 3, 4]).hit.tolist() == [False, False, False]
 

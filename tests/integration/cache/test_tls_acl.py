@@ -12,6 +12,7 @@ import redis
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.redis_server import free_port
+from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.cache.conftest import (
     INTERVAL,
     embeddings_table,
@@ -60,7 +61,7 @@ def tls_server(private_redis, certificates):
 def test_lookups_over_tls_as_an_acl_user(tls_server):
     server, url, _ = tls_server
     put_version(redis.Redis.from_url(server.url), "p", VERSION, {7: {1: [1, 2]}}, dim=2)
-    with SolarisClient.from_url(url, key_prefix="p") as client:
+    with SolarisClient.from_url(url, key_prefix="p", timeout_ms=TEST_TIMEOUT_MS) as client:
         result = client.lookup(7, [1, 2])
         assert result.hit.tolist() == [True, False]
         assert result.embeddings[0].tolist() == [1.0, 2.0]
@@ -74,7 +75,7 @@ def test_refused_sessions_are_counted_never_raised(tls_server, problem):
         url = url.replace("s3cret", "wrong")
     else:
         url = f"rediss://solaris:s3cret@127.0.0.1:{port}/0"  # the system store lacks our CA
-    with SolarisClient.from_url(url, key_prefix="p", dim=2) as client:
+    with SolarisClient.from_url(url, key_prefix="p", timeout_ms=TEST_TIMEOUT_MS, dim=2) as client:
         result = client.lookup(7, [1])
         assert not result.hit.any() and result.embeddings.shape == (1, 2)
         stats = client.stats()
@@ -84,7 +85,7 @@ def test_refused_sessions_are_counted_never_raised(tls_server, problem):
 def test_the_acl_user_is_the_one_connected(tls_server):
     server, url, _ = tls_server
     put_version(redis.Redis.from_url(server.url), "p", VERSION, {7: {1: [1, 2]}}, dim=2)
-    with SolarisClient.from_url(url, key_prefix="p") as client:
+    with SolarisClient.from_url(url, key_prefix="p", timeout_ms=TEST_TIMEOUT_MS) as client:
         client.lookup(7, [1])
         users = {c["user"] for c in redis.Redis.from_url(server.url).client_list()}
     assert "solaris" in users
@@ -98,6 +99,6 @@ def test_publish_over_tls_as_an_acl_user(tls_server, spark, settings_for):
     write_embeddings(settings, table)
     report = publish(spark, settings, INTERVAL, PublishConfig())
     assert report.status == "published"
-    with SolarisClient.from_url(url, key_prefix=settings.redis_key_prefix) as client:
+    with SolarisClient.from_url(url, key_prefix=settings.redis_key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         for (user, item), want in expected_vectors(table).items():
             assert np.array_equal(client.lookup(user, [item]).embeddings[0], want)

@@ -11,6 +11,7 @@ from solaris_lib.client import SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
+from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.orchestration.conftest import FIRST, run_dag
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -41,7 +42,7 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
 
     user = int(speculated["user_id"].iloc[0])
     items = speculated.loc[speculated["user_id"] == user, "item_id"].astype(int).tolist()
-    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix) as client:
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         found = client.lookup(user, items + [987_654_321])
         version = client.version
     assert version is not None and version.startswith(FIRST.key)
@@ -52,6 +53,6 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
 
     # a rerun of the same interval (a retry, a backfill) publishes the same content
     assert run_dag("solaris_precompute", FIRST.end).state == "success"
-    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix) as client:
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.version == version
     assert published_content(pipeline.redis_url, pipeline.key_prefix, version) == before
