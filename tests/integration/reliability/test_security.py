@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -191,3 +194,16 @@ def test_passwords_stay_out_of_client_logs(caplog, private_redis):
                                         background_timeout_ms=200) as client:
                 assert not client.lookup(7, [1]).hit.any()
     assert caplog.records and "T0psecret" not in caplog.text
+
+
+def test_cli_errors_never_show_the_password(acl_server, tmp_path):
+    _, urls = acl_server
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")},
+           "SOLARIS_REDIS_URL": urls["reader"].replace("read-pw", "Wr0ng-pw"),
+           "SOLARIS_REDIS_KEY_PREFIX": P, "SOLARIS_DATA_ROOT": str(tmp_path)}
+    for command in (["cache-info"], ["cache-lookup", "7", "1"]):
+        run = subprocess.run([sys.executable, "-m", "solaris_lib.cli", *command], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 5, run.stderr
+        assert "Wr0ng-pw" not in run.stderr + run.stdout
+    assert "WRONGPASS" in run.stderr + run.stdout or "refused" in run.stderr + run.stdout
