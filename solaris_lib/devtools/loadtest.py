@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -118,6 +119,9 @@ def _worker(url: str, config: LoadConfig, index: int, start, go, stop, results) 
     arrays = {name: np.asarray(values, RECORD_FIELDS[name]) for name, values in record.items()}
     results.put(("done", index, arrays, {"timeouts": stats.timeouts,
                                          "connection_errors": stats.connection_errors,
+                                         "server_errors": stats.server_errors,
+                                         "short_circuited": stats.short_circuited,
+                                         "breaker_opens": stats.breaker_opens,
                                          "version_switches": stats.version_switches}))
 
 
@@ -189,7 +193,10 @@ def _run(spark, config: LoadConfig, url: str) -> dict:
                 worker.join(timeout=30)
                 if worker.is_alive():
                     worker.kill()
-    return summarize(config, done, publish_window, first_report.version)
+    figures = summarize(config, done, publish_window, first_report.version)
+    figures["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
+    figures["cpus"] = os.cpu_count()
+    return figures
 
 
 def _expect(message: tuple, kind: str) -> tuple:
@@ -236,7 +243,8 @@ def summarize(config: LoadConfig, done: list[tuple], window: dict, first: str) -
         "p99_after_publish_us": p99["after"],
         "ratio_p99_during_vs_before": (round(p99["during"] / p99["before"], 2)
                                        if p99["during"] and p99["before"] else None),
-        "errors": int(merged["error"].sum()), **counters,
+        "errors": int(merged["error"].sum()), **counters,  # errors: lookups answered with
+        # misses because of a timeout, a connection or server error, or an open breaker
         "lookups_with_misses": int((merged["missed"] > 0).sum()),
         "mixed_versions": int(merged["mixed"].sum()),
         "lookups_v1": int((merged["version"] == 1).sum()),
