@@ -165,6 +165,7 @@ def _run(spark, config: LoadConfig, url: str) -> dict:
         first_report = publish(spark, settings, FIRST, PublishConfig())
         log.info("version %s published (%d pairs); starting %d readers",
                  first_report.version, first_report.pairs, config.processes)
+        load_at_start = os.getloadavg()[0]
         context = multiprocessing.get_context("spawn")
         start, go, stop = context.Value("d", 0.0), context.Event(), context.Event()
         results = context.Queue()
@@ -194,6 +195,7 @@ def _run(spark, config: LoadConfig, url: str) -> dict:
                 if worker.is_alive():
                     worker.kill()
     figures = summarize(config, done, publish_window, first_report.version)
+    figures["loadavg_1m_at_start"] = round(load_at_start, 2)
     figures["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
     figures["cpus"] = os.cpu_count()
     return figures

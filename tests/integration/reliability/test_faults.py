@@ -1,5 +1,6 @@
 """Faults beyond those of tests/integration/cache/test_faults.py: a full disk under an output
-partition, and a Redis restart (with its data persisted) under a stream of lookups.
+partition, a Redis restart (with its data persisted) under a stream of lookups, and a publish
+killed mid-write then retried as the DAG task would be.
 
 Already covered there: a server paused or killed (then started empty and refilled) under
 lookups, a server killed during a publish, readers during an alias switch.
@@ -19,10 +20,20 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
+from solaris_lib.cache.errors import PublishError
+from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import Backoff, CircuitBreaker, SolarisClient
 from solaris_lib.errors import OutputWriteError
 from solaris_lib.storage import SUCCESS_MARKER, atomic_folder, is_complete
+from tests.integration.cache.conftest import (
+    INTERVAL,
+    embeddings_table,
+    expected_vectors,
+    later,
+    write_embeddings,
+)
 from tests.integration.cache.test_client import put_version, wait_for
+from tests.integration.cache.test_faults import _Killer
 
 pytestmark = pytest.mark.integration
 VERSION = "20260105T100000Z-aaaaaaaaaa"
@@ -126,3 +137,34 @@ def test_client_recovers_from_a_restart_with_persisted_data(private_redis):
     assert {o[0] for o in failed} <= {"connection", "timeout", "circuit_open"}
     assert outcomes[-1][1] and outcomes[-1][3] and client.version == VERSION
     assert stats.breaker_opens >= 1 and stats.version_switches == 1
+
+
+@pytest.mark.slow
+def test_publish_killed_mid_write_then_retried_like_the_dag_task(spark, settings_for,
+                                                                 private_redis):
+    server = private_redis("--appendonly", "yes", "--appendfsync", "always")
+    settings = settings_for(server.url)
+    prefix = settings.redis_key_prefix
+    write_embeddings(settings, embeddings_table(users=20, per_user=5, dim=8, seed=1))
+    old = publish(spark, settings, INTERVAL, PublishConfig())
+    new_table = embeddings_table(users=500, per_user=20, dim=8, seed=2)
+    write_embeddings(settings, new_table, later(INTERVAL))
+    killer = _Killer(server, f"{prefix}:e:*")
+    with pytest.raises(PublishError) as caught:
+        publish(spark, settings, later(INTERVAL), PublishConfig(),
+                on_phase=lambda phase: killer.start() if phase == "write" else None)
+    assert killer.killed_with_keys >= 1 and "still served" in str(caught.value)
+    server.start()  # Redis back with its append-only file; the task is retried
+    assert redis.Redis.from_url(server.url).get(f"{prefix}:alias").decode() == old.version
+    retried = publish(spark, settings, later(INTERVAL), PublishConfig())
+    assert retried.status == "published" and retried.previous_version == old.version
+    assert retried.version in str(caught.value)  # the retry rewrote the same version id
+    assert retried.pairs == new_table.num_rows
+    with SolarisClient.from_url(server.url, key_prefix=prefix, timeout_ms=1000) as client:
+        assert client.version == retried.version
+        want = expected_vectors(new_table)
+        for user in (0, 250, 499):
+            items = [item for (u, item) in want if u == user]
+            result = client.lookup(user, items)
+            assert result.hit.all()
+            assert np.array_equal(result.embeddings, np.stack([want[(user, i)] for i in items]))
