@@ -2,13 +2,13 @@
 
 A publish reads an interval's embeddings with Spark before its first write to Redis; an ACL
 user without write permission would otherwise fail minutes later, at the manifest. So
-:func:`check_publisher_access` runs, on every master, each command the publisher sends, on
-keys of its own prefix: ``INFO memory``; ``HSET``/``EXPIRE``/``HLEN``/``HMGET``/``HGETALL`` on
-the probe hash ``P:probe:{tag}``; ``GET`` and an ``EVAL`` that does ``GET`` + ``SET`` (the
-alias switch's commands) on the probe string ``P:probe:{tag}:s``. Probe keys expire after
-:data:`PROBE_TTL_S` seconds and are never read by anything else (docs/cache-format.md).
-A refusal raises :class:`PublishPermissionError` naming the user, the command and the key;
-nothing else was written and the served version is unchanged.
+:func:`check_publisher_access` asks every master, before anything else, whether the URL's
+user may run each command the publisher sends on keys of its prefix. It does so with one
+``EVAL`` per master whose script calls ``redis.acl_check_cmd`` (Redis 7) for each command:
+nothing is written. The keys named (``P:probe:{tag}`` and ``P:probe:{tag}:s``, ``tag``
+chosen so that they live on that master) are never created. A refusal raises
+:class:`PublishPermissionError` naming the user, the command and the key; nothing was
+written and the served version is unchanged.
 """
 
 from __future__ import annotations
@@ -20,32 +20,26 @@ from solaris_lib.cache.errors import PublishPermissionError
 from solaris_lib.cache.resp import ReplyError, pack_command
 
 log = logging.getLogger(__name__)
-PROBE_TTL_S = 10
 NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +eval "
           "(+config|get optional; +cluster|slots on Redis Cluster)")
-_PROBE_SCRIPT = ("redis.call('GET', KEYS[1]) "
-                 "return redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])")
+# KEYS[1]: a hash like a user's or a manifest; KEYS[2]: a string like the alias. Returns nil
+# when every command is allowed, else {command, key} of the first refused one.
+CHECK_SCRIPT = """
+local h, s = KEYS[1], KEYS[2]
+local checks = {
+  {'INFO', 'memory'}, {'HSET', h, '1', 'v'}, {'EXPIRE', h, '60'}, {'HLEN', h},
+  {'HMGET', h, '1'}, {'HGETALL', h}, {'GET', s}, {'SET', s, 'v'},
+}
+for _, c in ipairs(checks) do
+  if not redis.acl_check_cmd(unpack(c)) then return {c[1], c[2]} end
+end
+return nil
+"""
 
 
 def probe_key(prefix: str, tag: str) -> str:
-    """The probe hash of one master (``tag`` hashes to a slot that master owns)."""
+    """The (never created) hash key named in one master's check."""
     return f"{prefix}:probe:{{{tag}}}"
-
-
-def probe_commands(prefix: str, tag: str) -> list[tuple]:
-    """The commands of one master's probe, in order (each one the publisher sends)."""
-    key = probe_key(prefix, tag)
-    text = f"{key}:s"
-    return [
-        ("INFO", "memory"),
-        ("HSET", key, "probe", "1"),
-        ("EXPIRE", key, PROBE_TTL_S),
-        ("HLEN", key),
-        ("HMGET", key, "probe"),
-        ("HGETALL", key),
-        ("EVAL", _PROBE_SCRIPT, 1, text, "1", PROBE_TTL_S),
-        ("GET", text),
-    ]
 
 
 def master_tags(router) -> list[tuple[object, str]]:
@@ -65,15 +59,22 @@ def check_publisher_access(server, timeout_s: float = 10.0) -> None:
     command on the prefix's keys on every master (``server``: a connected CacheServer)."""
     user = server.endpoint.username or "default"
     for pool, tag in master_tags(server.router):
-        commands = probe_commands(server.prefix, tag)
-        payload = b"".join(pack_command(*command) for command in commands)
-        replies = pool.request(payload, len(commands), time.perf_counter() + timeout_s)
-        for command, reply in zip(commands, replies, strict=True):
-            if isinstance(reply, ReplyError):
-                where = f"{pool.address[0]}:{pool.address[1]}"
-                key = command[3] if command[0] == "EVAL" else command[1]
-                raise PublishPermissionError(
-                    f"Redis user {user!r} at {where} may not run {command[0]} on {key}: {reply}. "
-                    f"The publisher needs {NEEDED} on keys ~{server.prefix}:*. Nothing was "
-                    f"written; the served version is unchanged.")
+        key = probe_key(server.prefix, tag)
+        command = pack_command("EVAL", CHECK_SCRIPT, 2, key, f"{key}:s")
+        reply = pool.request(command, 1, time.perf_counter() + timeout_s)[0]
+        where = f"{pool.address[0]}:{pool.address[1]}"
+        if isinstance(reply, ReplyError) and "acl_check_cmd" in str(reply):
+            log.warning("Redis at %s cannot check ACLs from a script (Redis < 7?): permissions "
+                        "not checked before the publish", where)
+            continue
+        if isinstance(reply, ReplyError):
+            refused = ("EVAL", key, str(reply))
+        elif reply is not None:
+            refused = (reply[0].decode(), reply[1].decode(), "refused by the user's ACL")
+        else:
+            continue
+        raise PublishPermissionError(
+            f"Redis user {user!r} at {where} may not run {refused[0]} on {refused[1]}: "
+            f"{refused[2]}. The publisher needs {NEEDED} on keys ~{server.prefix}:*. Nothing "
+            f"was written; the served version is unchanged.")
     log.info("Redis user %r may run every publisher command on %s:*", user, server.prefix)

@@ -2,8 +2,9 @@
 
 Phases (``on_phase`` hears each name before it starts; each logs counts and rates):
 
-0. (before any phase) the URL's Redis user may run every publisher command on the prefix
-                (:func:`solaris_lib.cache.access.check_publisher_access`), else it stops here
+0. (before any phase) the URL's Redis user may run every publisher command on the prefix,
+                on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
+                writes nothing), else it stops here with PublishPermissionError
 1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
                 reason and the content digest -> the deterministic version id
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``

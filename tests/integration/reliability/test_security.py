@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import redis
 
-from solaris_lib.cache.access import PROBE_TTL_S, probe_key
+from solaris_lib.cache.access import probe_key
 from solaris_lib.cache.errors import PublishError, PublishPermissionError
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
@@ -41,19 +41,24 @@ PUBLISHER = ("--user", "publisher", "on", ">pub-pw", "resetkeys", f"~{P}:*", "re
              "+expire", "+eval", "+config|get")
 READER = ("--user", "reader", "on", ">read-pw", "resetkeys", f"%R~{P}:*", f"~{P}:misses",
           "resetchannels", "-@all", "+ping", "+get", "+hgetall", "+hmget", "+xadd")
-# a publisher user that may read but not write: the publish must refuse before its Spark work
+# publisher users that may read but not write (with or without EVAL): a publish must refuse
+# before its Spark work
 READ_ONLY_PUBLISHER = ("--user", "weak", "on", ">weak-pw", "resetkeys", f"~{P}:*",
                        "resetchannels", "-@all", "+ping", "+info", "+get", "+hgetall", "+hmget",
-                       "+hlen", "+config|get")
+                       "+hlen", "+config|get", "+eval")
+NO_EVAL_PUBLISHER = ("--user", "noeval", "on", ">noeval-pw", "resetkeys", f"~{P}:*",
+                     "resetchannels", "-@all", "+ping", "+info", "+get", "+set", "+hset",
+                     "+hgetall", "+hmget", "+hlen", "+expire")
 
 
 @pytest.fixture
 def acl_server(private_redis):
     """A server whose default user (no password, for setup) sits beside three ACL users."""
-    server = private_redis(*PUBLISHER, *READER, *READ_ONLY_PUBLISHER)
+    server = private_redis(*PUBLISHER, *READER, *READ_ONLY_PUBLISHER, *NO_EVAL_PUBLISHER)
     base = f"127.0.0.1:{server.port}/0"
     urls = {"admin": server.url, "publisher": f"redis://publisher:pub-pw@{base}",
-            "reader": f"redis://reader:read-pw@{base}", "weak": f"redis://weak:weak-pw@{base}"}
+            "reader": f"redis://reader:read-pw@{base}", "weak": f"redis://weak:weak-pw@{base}",
+            "noeval": f"redis://noeval:noeval-pw@{base}"}
     return server, urls
 
 
@@ -118,22 +123,27 @@ def test_client_works_as_the_read_only_user(acl_server):
     assert "reader" not in users  # closed
 
 
-def test_publish_refuses_a_user_without_write_permission(acl_server, spark, settings_for):
+@pytest.mark.parametrize("user, command, reason", [
+    ("weak", "HSET", "refused by the user's ACL"),
+    ("noeval", "EVAL", "NOPERM"),
+])
+def test_publish_refuses_a_user_without_a_permission(acl_server, spark, settings_for, user,
+                                                     command, reason):
     _, urls = acl_server
     admin = redis.Redis.from_url(urls["admin"])
     put_version(admin, P, VERSION, {7: {1: [1, 2]}}, dim=2)
-    settings = settings_for(urls["weak"], P)
+    keys_before = sorted(admin.keys("*"))
+    settings = settings_for(urls[user], P)
     write_embeddings(settings, embeddings_table(users=3, per_user=2))
     phases = []
     with pytest.raises(PublishPermissionError) as caught:
         publish(spark, settings, INTERVAL, PublishConfig(), on_phase=phases.append)
     message = str(caught.value)
-    assert "'weak'" in message and "HSET" in message and "NOPERM" in message
-    assert f"~{P}:*" in message and "served version is unchanged" in message
-    assert "weak-pw" not in message
+    assert f"Redis user '{user}'" in message and f"may not run {command} on {P}:" in message
+    assert reason in message and f"~{P}:*" in message
+    assert "served version is unchanged" in message and "-pw" not in message
     assert caught.value.exit_code == 2 and phases == []  # stopped before reading its input
-    assert admin.get(f"{P}:alias").decode() == VERSION
-    assert sorted(k.decode() for k in admin.keys(f"{P}:m:*")) == [f"{P}:m:{VERSION}"]
+    assert sorted(admin.keys("*")) == keys_before  # the check wrote nothing
 
 
 def test_wrong_password_fails_the_publish_without_showing_it(acl_server, spark, settings_for):
@@ -154,7 +164,7 @@ def test_publish_as_the_publisher_user_then_read_as_the_reader(acl_server, spark
     report = publish(spark, settings, INTERVAL, PublishConfig())
     assert report.status == "published"
     admin = redis.Redis.from_url(urls["admin"])
-    assert admin.ttl(probe_key(P, "0")) <= PROBE_TTL_S  # expiring or gone (-2), never kept
+    assert not admin.keys(f"{P}:probe:*") and probe_key(P, "0") == f"{P}:probe:{{0}}"
     with SolarisClient.from_url(urls["reader"], key_prefix=P, timeout_ms=1000) as client:
         for (user, item), want in expected_vectors(table).items():
             assert np.array_equal(client.lookup(user, [item]).embeddings[0], want)

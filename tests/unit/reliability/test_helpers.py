@@ -4,8 +4,10 @@ the publisher's probe plan."""
 from __future__ import annotations
 
 import errno
+import re
+from pathlib import Path
 
-from solaris_lib.cache.access import master_tags, probe_commands, probe_key
+from solaris_lib.cache.access import CHECK_SCRIPT, NEEDED, master_tags
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.nodes import ClusterRouter, SingleRouter, key_slot
 from solaris_lib.logs.reader import executor_contract_error
@@ -38,12 +40,23 @@ def test_executor_contract_errors_are_parsed_from_spark_text():
     assert executor_contract_error("java.lang.OutOfMemoryError: Java heap space") is None
 
 
-def test_probe_plan_covers_every_publisher_command():
-    commands = probe_commands("p", "0")
-    assert {c[0] for c in commands} == {"INFO", "HSET", "EXPIRE", "HLEN", "HMGET", "HGETALL",
-                                       "EVAL", "GET"}
-    assert all(probe_key("p", "0") in c[1:] or f"{probe_key('p', '0')}:s" in c[1:]
-               for c in commands if c[0] != "INFO")
+REDIS_COMMANDS = {"GET", "SET", "SETEX", "MSET", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "HSET",
+                  "HMSET", "HDEL", "HGET", "HMGET", "HLEN", "HGETALL", "HSCAN", "SCAN",
+                  "EVAL", "EVALSHA", "MULTI", "EXEC", "INFO", "CONFIG", "PING", "CLUSTER",
+                  "XADD", "RENAME", "COPY", "FLUSHDB", "FLUSHALL"}
+
+
+def test_the_access_check_covers_every_command_the_publisher_sends():
+    root = Path(__file__).resolve().parents[3] / "solaris_lib" / "cache"
+    words = set()
+    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "frames.py"):
+        words |= set(re.findall(r"\b[A-Z]{3,8}\b", (root / name).read_text()))
+    sent = words & REDIS_COMMANDS
+    assert {"HSET", "EXPIRE", "EVAL", "INFO", "HMGET"} <= sent  # the scan sees the writer
+    checked = set(re.findall(r"\{'([A-Z]+)'", CHECK_SCRIPT))
+    optional = {"CONFIG", "CLUSTER", "PING", "EVAL"}  # EVAL: the check itself runs as one
+    assert sent - optional <= checked, sent - optional - checked
+    assert all(f"+{c.lower()}" in NEEDED for c in checked | {"EVAL", "PING"})
 
 
 def test_one_probe_tag_per_master():
