@@ -245,6 +245,9 @@ def summarize(config: LoadConfig, done: list[tuple], window: dict, first: str) -
         "p99_after_publish_us": p99["after"],
         "ratio_p99_during_vs_before": (round(p99["during"] / p99["before"], 2)
                                        if p99["during"] and p99["before"] else None),
+        "errors_before_publish": int(merged["error"][before].sum()),
+        "errors_during_publish": int(merged["error"][during].sum()),
+        "errors_after_publish": int(merged["error"][after].sum()),
         "errors": int(merged["error"].sum()), **counters,  # errors: lookups answered with
         # misses because of a timeout, a connection or server error, or an open breaker
         "lookups_with_misses": int((merged["missed"] > 0).sum()),
