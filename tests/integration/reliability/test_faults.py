@@ -24,6 +24,7 @@ from solaris_lib.cache.errors import PublishError
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import Backoff, CircuitBreaker, SolarisClient
 from solaris_lib.errors import OutputWriteError
+from solaris_lib.logs.validate import validate_file
 from solaris_lib.storage import SUCCESS_MARKER, atomic_folder, is_complete
 from tests.integration.cache.conftest import (
     INTERVAL,
@@ -168,3 +169,22 @@ def test_publish_killed_mid_write_then_retried_like_the_dag_task(spark, settings
             result = client.lookup(user, items)
             assert result.hit.all()
             assert np.array_equal(result.embeddings, np.stack([want[(user, i)] for i in items]))
+
+
+def test_disk_full_while_quarantining_log_rows(small_disk, tmp_path):
+    logs = tmp_path / "logs"
+    folder = logs / "dt=2026-01-05" / "hour=10"
+    folder.mkdir(parents=True)
+    rows = 300_000
+    rng = np.random.default_rng(3)
+    table = pa.table({
+        "request_id": pa.array(rng.integers(0, 2**62, rows).astype(str)),
+        "ts": pa.array(np.full(rows, 1767607200_000000), pa.timestamp("us", tz="UTC")),
+        "user_id": pa.array(np.full(rows, -1), pa.int64()),  # every row is quarantined
+        "item_id": pa.array(rng.integers(0, 2**62, rows), pa.int64()),
+    })
+    pq.write_table(table, folder / "part-0.parquet")
+    with pytest.raises(OutputWriteError, match="quarantining 300000 rows") as caught:
+        validate_file(str(folder / "part-0.parquet"), str(logs), str(small_disk / "_q"))
+    assert caught.value.exit_code == 7
+    assert [p for p in small_disk.rglob("*") if p.is_file()] == []  # no partial file left
