@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from solaris_lib.errors import LogContractError
+from solaris_lib.errors import LogContractError, OutputWriteError
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import QUARANTINE_DIRNAME, join
 from solaris_lib.logs.conform import check_columns
@@ -28,7 +28,8 @@ from solaris_lib.logs.validate import FileReport, validate_file
 from solaris_lib.storage import filesystem, list_files
 
 log = logging.getLogger(__name__)
-_EXECUTOR_ERROR = re.compile(r"solaris_lib\.errors\.LogContractError: (?P<message>[^\n]+)")
+_EXECUTOR_ERROR = re.compile(
+    r"solaris_lib\.errors\.(?P<kind>LogContractError|OutputWriteError): (?P<message>[^\n]+)")
 
 
 @dataclass
@@ -142,11 +143,14 @@ class _ExecutorReader:
                 yield from _in_window(clean, self.interval.start, self.interval.end).to_batches()
 
 
-def executor_contract_error(text: str) -> LogContractError | None:
-    """The :class:`LogContractError` an executor raised, parsed from a Spark error's text."""
+def executor_contract_error(text: str) -> LogContractError | OutputWriteError | None:
+    """The :class:`LogContractError` (or, when quarantining hit a full disk, the
+    :class:`OutputWriteError`) an executor raised, parsed from a Spark error's text."""
     match = _EXECUTOR_ERROR.search(text)
     if match is None:
         return None
+    if match.group("kind") == "OutputWriteError":
+        return OutputWriteError(match.group("message").strip())
     path, _, problem = match.group("message").partition(": ")
     return LogContractError(path, problem.strip())
 
@@ -155,7 +159,8 @@ def executor_contract_error(text: str) -> LogContractError | None:
 def contract_errors_from_executors() -> Iterator[None]:
     """Around Spark actions on :func:`read_window_spark` frames: a file that breaks the
     contract only when its pages are read (corrupt data past a valid footer) fails inside an
-    executor; re-raise it as the :class:`LogContractError` it is (exit code 2)."""
+    executor; re-raise it as the :class:`LogContractError` it is (exit code 2). A full disk
+    while an executor quarantines rows is re-raised as :class:`OutputWriteError` (exit 7)."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from solaris_lib.cache.access import CHECK_SCRIPT, NEEDED, master_tags
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.nodes import ClusterRouter, SingleRouter, key_slot
+from solaris_lib.errors import OutputWriteError
 from solaris_lib.logs.reader import executor_contract_error
 from solaris_lib.storage import is_disk_full
 
@@ -38,6 +39,10 @@ def test_executor_contract_errors_are_parsed_from_spark_text():
     assert error.problem == "unreadable parquet file (Corrupt snappy compressed data.)"
     assert error.exit_code == 2
     assert executor_contract_error("java.lang.OutOfMemoryError: Java heap space") is None
+    full = executor_contract_error("solaris_lib.errors.OutputWriteError: quarantining 3 rows "
+                                   "of a to b failed: no space left on device\n")
+    assert isinstance(full, OutputWriteError) and full.exit_code == 7
+    assert str(full) == "quarantining 3 rows of a to b failed: no space left on device"
 
 
 REDIS_COMMANDS = {"GET", "SET", "SETEX", "MSET", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "HSET",
