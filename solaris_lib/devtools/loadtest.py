@@ -257,7 +257,7 @@ def summarize(config: LoadConfig, done: list[tuple], window: dict, first: str) -
         "first_version": first, "second_version": window["version"],
         "publish_status": window["status"],
         "publish_start_s": round(window["start_s"], 2), "publish_end_s": round(window["end_s"], 2),
-        "first_v2_lookup_after_switch_s": _first_after(t, merged["version"], window["end_s"]),
+        "first_v2_lookup_after_publish_s": _first_after(t, merged["version"], window["end_s"]),
     }
 
 
