@@ -266,6 +266,7 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
 
 
 def _first_after(t: np.ndarray, versions: np.ndarray, switched_at: float) -> float | None:
-    """Seconds from the alias switch to the first lookup served by the new version."""
+    """Seconds from ``publish()`` returning (just after the alias switch) to the first lookup
+    served by the new version; negative when a reader switched before it returned."""
     new = t[versions == 2]
     return round(float(new.min()) - switched_at, 3) if len(new) else None
