@@ -9,7 +9,7 @@ import pytest
 
 from solaris_lib.devtools.loadtest import LoadConfig, run_load
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two Spark publishes: 30-50 s
 
 
 def test_readers_in_two_processes_see_no_error_and_no_mix_during_a_publish(spark):
