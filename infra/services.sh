@@ -27,15 +27,19 @@ ensure_java() {
   fi
 }
 
-redis_answers() {  # url
-  "$PROJECT_PYTHON" -c "import sys; from solaris_lib.devtools.redis_server import answers; sys.exit(0 if answers('$1') else 1)"
+redis_answers() {  # url (passed through the environment: argv is visible to every user)
+  REDIS_PROBE_URL="$1" "$PROJECT_PYTHON" -c "import os, sys; from solaris_lib.devtools.redis_server import answers; sys.exit(0 if answers(os.environ.pop('REDIS_PROBE_URL')) else 1)"
+}
+
+redacted() {  # url -> the url with its password replaced by ***
+  sed -E 's#(://[^:/@]*):[^/]*@#\1:***@#' <<<"$1"
 }
 
 PRIVATE_REDIS_PID=""
 ensure_redis() {
   export SOLARIS_REDIS_URL=${SOLARIS_REDIS_URL:-redis://127.0.0.1:6379/0}
   if redis_answers "$SOLARIS_REDIS_URL"; then
-    echo "[services] using Redis at $SOLARIS_REDIS_URL"
+    echo "[services] using Redis at $(redacted "$SOLARIS_REDIS_URL")"
     return
   fi
   command -v redis-server >/dev/null 2>&1 || need_root_install redis-server

@@ -38,6 +38,13 @@ class EmptyInputError(SolarisError):
     exit_code = 3
 
 
+class OutputWriteError(SolarisError):
+    """Writing an output partition failed (disk full, quota): nothing was marked complete, and
+    the partition that was there before, if any, is unchanged."""
+
+    exit_code = 7
+
+
 class MissingDependencyError(SolarisError):
     """An optional heavy dependency (torch, pyspark, faiss) is not installed."""
 

@@ -6,13 +6,19 @@ so a reader sees either the previous complete folder or the new complete one, ne
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
+from solaris_lib.errors import OutputWriteError
+
+log = logging.getLogger(__name__)
 SUCCESS_MARKER = "_SUCCESS"
+# How a full disk reads in OSError (errno 28/122), pyarrow and Spark (java.io.IOException).
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -55,7 +61,9 @@ def list_files(folder: str, suffix: str = ".parquet") -> list[str]:
 def atomic_folder(final: str) -> Iterator[str]:
     """Yield a staging folder; on success replace ``final`` with it and mark it complete.
 
-    On an exception the staging folder is removed and ``final`` is left as it was.
+    On an exception the staging folder is removed and ``final`` is left as it was; a full disk
+    (from Python, pyarrow or a Spark job writing into the staging folder) is re-raised as
+    :class:`OutputWriteError` (exit code 7) naming the partition.
     """
     fs, inner = filesystem(final)
     parent, name = inner.rstrip("/").rsplit("/", 1)
@@ -66,8 +74,13 @@ def atomic_folder(final: str) -> Iterator[str]:
         yield prefix + staging
         with fs.open_output_stream(f"{staging}/{SUCCESS_MARKER}"):
             pass
-    except BaseException:
-        fs.delete_dir(staging)
+    except BaseException as exc:
+        _discard(fs, staging)
+        if is_disk_full(exc):
+            raise OutputWriteError(
+                f"writing {final} failed: no space left on its filesystem ({_first_line(exc)}). "
+                f"Nothing was marked complete; the previous partition, if any, is unchanged. "
+                f"Free space and rerun the task.") from exc
         raise
     previous = None
     if fs.get_file_info(inner).type != pafs.FileType.NotFound:
@@ -76,3 +89,29 @@ def atomic_folder(final: str) -> Iterator[str]:
     fs.move(staging, inner)
     if previous is not None:
         fs.delete_dir(previous)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) says the disk or quota is full."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if getattr(exc, "errno", None) in (28, 122) or any(t in str(exc) for t in _DISK_FULL):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _discard(fs: pafs.FileSystem, staging: str) -> None:
+    """Remove a staging folder; a failure is logged, never hides the error being handled."""
+    try:
+        fs.delete_dir(staging)
+    except OSError as exc:
+        log.warning("could not remove staging folder %s: %s", staging, exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for needle in _DISK_FULL:
+        if needle in text:
+            return needle
+    return text.splitlines()[0][:200] if text else type(exc).__name__

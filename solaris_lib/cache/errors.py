@@ -12,6 +12,7 @@
         ├── CacheFormatError          a manifest or value that breaks docs/cache-format.md
         └── PublishError              publishing a version failed; the served one is intact
             ├── PublishInputError     the embeddings partition is missing or malformed
+            ├── PublishPermissionError    the Redis user may not run a publisher command
             ├── InsufficientMemoryError   the new version would not fit (bytes needed, free)
             └── VerificationError     the written version did not read back as written
 
@@ -69,6 +70,12 @@ class PublishError(CacheError):
 
 class PublishInputError(PublishError):
     """The embeddings partition to publish is missing, incomplete or has the wrong columns."""
+
+    exit_code = 2
+
+
+class PublishPermissionError(PublishError):
+    """The URL's Redis user lacks a permission the publisher needs (checked before reading)."""
 
     exit_code = 2
 

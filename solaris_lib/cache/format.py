@@ -7,6 +7,7 @@ Keys, all under the deployment's key prefix ``P``::
     P:e:<version>:{<user_id>}       hash    one field per cached item of the user
     P:misses                        stream  sampled lookup misses (docs/pipeline.md)
     P:h:...                         reserved for hierarchical-fallback tables (issue 7)
+    P:probe:...                     reserved: named (never created) by the publisher's ACL check
 
 The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one HMGET
 reads any number of the user's items in one round trip. Fields of a user hash:

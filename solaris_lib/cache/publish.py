@@ -2,6 +2,9 @@
 
 Phases (``on_phase`` hears each name before it starts; each logs counts and rates):
 
+0. (before any phase) the URL's Redis user may run every publisher command on the prefix,
+                on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
+                writes nothing), else it stops here with PublishPermissionError
 1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
                 reason and the content digest -> the deterministic version id
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
@@ -31,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.cache import frames, memory
+from solaris_lib.cache.access import check_publisher_access
 from solaris_lib.cache.errors import (
     CacheProtocolError,
     CacheUnavailableError,
@@ -122,6 +126,7 @@ def publish(spark, settings: SolarisSettings, interval: Interval, config: Publis
     try:
         with CacheServer(settings.redis_url, check_prefix(settings.redis_key_prefix)) as server:
             run.server = server
+            check_publisher_access(server)
             return run.execute()
     except (CacheUnavailableError, CacheProtocolError) as exc:
         raise PublishError(_failure_message(run, exc)) from exc

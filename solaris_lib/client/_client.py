@@ -119,6 +119,10 @@ class SolarisClient:
         payload = pack_hmget(served.key_head + tag + "}", list(map(str, items.tolist())))
         try:
             reply = self._router.execute(tag.encode(), payload, 1, deadline)[0]
+            if isinstance(reply, ReplyError) and str(reply).startswith("WRONGTYPE"):
+                breaker.record_success()  # the node answered: one bad key, not a bad node
+                return self._miss_all(items, started, "server", served, errors=1,
+                                      server_errors=1)
             if isinstance(reply, ReplyError) or not isinstance(reply, list):
                 raise CacheProtocolError(f"HMGET answered {reply!r}")
             embeddings, hit, corrupt = served.codec.decode(reply, self._fallback)

@@ -9,6 +9,9 @@ that breaks the contract as a whole fails the read with :class:`LogContractError
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from solaris_lib.errors import LogContractError
+from solaris_lib.errors import LogContractError, OutputWriteError
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import QUARANTINE_DIRNAME, join
 from solaris_lib.logs.conform import check_columns
@@ -25,6 +28,8 @@ from solaris_lib.logs.validate import FileReport, validate_file
 from solaris_lib.storage import filesystem, list_files
 
 log = logging.getLogger(__name__)
+_EXECUTOR_ERROR = re.compile(
+    r"solaris_lib\.errors\.(?P<kind>LogContractError|OutputWriteError): (?P<message>[^\n]+)")
 
 
 @dataclass
@@ -101,7 +106,8 @@ def read_window_spark(
     """The validated rows of ``interval`` as a Spark DataFrame in the contract schema.
 
     Files are listed and their footers checked on the driver; executors read, validate and
-    quarantine them with the same code as :func:`read_window`.
+    quarantine them with the same code as :func:`read_window`. Run actions on the frame inside
+    :func:`contract_errors_from_executors` to get a corrupt file's LogContractError as such.
     """
     from solaris_lib.logs.schema import spark_schema
 
@@ -135,3 +141,33 @@ class _ExecutorReader:
                     path, self.logs_root, self.quarantine_root, with_eval=self.with_eval
                 )
                 yield from _in_window(clean, self.interval.start, self.interval.end).to_batches()
+
+
+def executor_contract_error(text: str) -> LogContractError | OutputWriteError | None:
+    """The :class:`LogContractError` (or, when quarantining hit a full disk, the
+    :class:`OutputWriteError`) an executor raised, parsed from a Spark error's text."""
+    match = _EXECUTOR_ERROR.search(text)
+    if match is None:
+        return None
+    if match.group("kind") == "OutputWriteError":
+        return OutputWriteError(match.group("message").strip())
+    path, _, problem = match.group("message").partition(": ")
+    return LogContractError(path, problem.strip())
+
+
+@contextmanager
+def contract_errors_from_executors() -> Iterator[None]:
+    """Around Spark actions on :func:`read_window_spark` frames: a file that breaks the
+    contract only when its pages are read (corrupt data past a valid footer) fails inside an
+    executor; re-raise it as the :class:`LogContractError` it is (exit code 2). A full disk
+    while an executor quarantines rows is re-raised as :class:`OutputWriteError` (exit 7)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JJavaError) as exc:
+        error = executor_contract_error(str(exc))
+        if error is None:
+            raise
+        raise error from exc

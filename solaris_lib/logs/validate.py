@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from solaris_lib.errors import LogContractError
+from solaris_lib.errors import LogContractError, OutputWriteError
 from solaris_lib.layout import QUARANTINE_DIRNAME, join
 from solaris_lib.logs.conform import check_columns, conform
 from solaris_lib.logs.rows import REASONS, row_reasons
 from solaris_lib.logs.schema import parse_hour_partition
-from solaris_lib.storage import filesystem, list_files
+from solaris_lib.storage import filesystem, is_disk_full, list_files
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +72,19 @@ def write_quarantine(raw: pa.Table, reasons: np.ndarray, source: str, target: st
     rows = rows.append_column("_source_file", pa.array([source] * len(bad)))
     rows = rows.append_column("_source_row", pa.array(bad, pa.int64()))
     fs, inner = filesystem(target)
-    fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(rows, inner, filesystem=fs)
+    folder, name = inner.rsplit("/", 1)
+    fs.create_dir(folder, recursive=True)
+    staging = f"{folder}/.{name}.staging-{uuid.uuid4().hex[:8]}"
+    try:
+        pq.write_table(rows, staging, filesystem=fs)
+        fs.move(staging, inner)  # readers see the whole file or none
+    except BaseException as exc:
+        if fs.get_file_info(staging).type != pafs.FileType.NotFound:
+            fs.delete_file(staging)
+        if is_disk_full(exc):
+            raise OutputWriteError(f"quarantining {len(bad)} rows of {source} to {target} "
+                                   f"failed: no space left on device") from exc
+        raise
 
 
 def validate_table(

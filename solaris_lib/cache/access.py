@@ -1,0 +1,80 @@
+"""Does the publisher's Redis user have the permissions a publish needs? Checked first.
+
+A publish reads an interval's embeddings with Spark before its first write to Redis; an ACL
+user without write permission would otherwise fail minutes later, at the manifest. So
+:func:`check_publisher_access` asks every master, before anything else, whether the URL's
+user may run each command the publisher sends on keys of its prefix. It does so with one
+``EVAL`` per master whose script calls ``redis.acl_check_cmd`` (Redis 7) for each command:
+nothing is written. The keys named (``P:probe:{tag}`` and ``P:probe:{tag}:s``, ``tag``
+chosen so that they live on that master) are never created. A refusal raises
+:class:`PublishPermissionError` naming the user, the command and the key; nothing was
+written and the served version is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from solaris_lib.cache.errors import PublishPermissionError
+from solaris_lib.cache.resp import ReplyError, pack_command
+
+log = logging.getLogger(__name__)
+NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +eval "
+          "(+config|get optional; +cluster|slots on Redis Cluster)")
+# KEYS[1]: a hash like a user's or a manifest; KEYS[2]: a string like the alias. Returns nil
+# when every command is allowed, else {command, key} of the first refused one.
+CHECK_SCRIPT = """
+local h, s = KEYS[1], KEYS[2]
+local checks = {
+  {'INFO', 'memory'}, {'HSET', h, '1', 'v'}, {'EXPIRE', h, '60'}, {'HLEN', h},
+  {'HMGET', h, '1'}, {'HGETALL', h}, {'GET', s}, {'SET', s, 'v'},
+}
+for _, c in ipairs(checks) do
+  if not redis.acl_check_cmd(unpack(c)) then return {c[1], c[2]} end
+end
+return nil
+"""
+
+
+def probe_key(prefix: str, tag: str) -> str:
+    """The (never created) hash key named in one master's check."""
+    return f"{prefix}:probe:{{{tag}}}"
+
+
+def master_tags(router) -> list[tuple[object, str]]:
+    """(pool, tag) with one decimal tag per master, the smallest that hashes to it."""
+    pools = {id(p): p for p in router.pools()}
+    found: dict[int, tuple[object, str]] = {}
+    number = 0
+    while len(found) < len(pools) and number < 1_000_000:
+        pool = router.pool_for_tag(str(number).encode())
+        found.setdefault(id(pool), (pool, str(number)))
+        number += 1
+    return list(found.values())
+
+
+def check_publisher_access(server, timeout_s: float = 10.0) -> None:
+    """Raise :class:`PublishPermissionError` unless the URL's user may run every publisher
+    command on the prefix's keys on every master (``server``: a connected CacheServer)."""
+    user = server.endpoint.username or "default"
+    for pool, tag in master_tags(server.router):
+        key = probe_key(server.prefix, tag)
+        command = pack_command("EVAL", CHECK_SCRIPT, 2, key, f"{key}:s")
+        reply = pool.request(command, 1, time.perf_counter() + timeout_s)[0]
+        where = f"{pool.address[0]}:{pool.address[1]}"
+        if isinstance(reply, ReplyError) and "acl_check_cmd" in str(reply):
+            log.warning("Redis at %s cannot check ACLs from a script (Redis < 7?): permissions "
+                        "not checked before the publish", where)
+            continue
+        if isinstance(reply, ReplyError):
+            refused = ("EVAL", key, str(reply))
+        elif reply is not None:
+            refused = (reply[0].decode(), reply[1].decode(), "refused by the user's ACL")
+        else:
+            continue
+        raise PublishPermissionError(
+            f"Redis user {user!r} at {where} may not run {refused[0]} on {refused[1]}: "
+            f"{refused[2]}. The publisher needs {NEEDED} on keys ~{server.prefix}:*. Nothing "
+            f"was written; the served version is unchanged.")
+    log.info("Redis user %r may run every publisher command on %s:*", user, server.prefix)

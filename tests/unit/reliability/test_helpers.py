@@ -1,0 +1,76 @@
+"""The small helpers behind the reliability work: disk-full detection, executor errors,
+the publisher's probe plan."""
+
+from __future__ import annotations
+
+import errno
+import re
+from pathlib import Path
+
+from solaris_lib.cache.access import CHECK_SCRIPT, NEEDED, master_tags
+from solaris_lib.cache.endpoint import Endpoint
+from solaris_lib.cache.nodes import ClusterRouter, SingleRouter, key_slot
+from solaris_lib.errors import OutputWriteError
+from solaris_lib.logs.reader import executor_contract_error
+from solaris_lib.storage import is_disk_full
+
+
+def test_disk_full_is_recognised_from_errno_text_and_causes():
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert is_disk_full(OSError("IOError: [errno 28] No space left on device"))
+    try:
+        try:
+            raise OSError("java.io.IOException: No space left on device")
+        except OSError as inner:
+            raise RuntimeError("Job aborted due to stage failure") from inner
+    except RuntimeError as outer:
+        assert is_disk_full(outer)
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not is_disk_full(ValueError("bad value"))
+
+
+def test_executor_contract_errors_are_parsed_from_spark_text():
+    text = ("An exception was thrown from the Python worker:\nTraceback ...\n"
+            "solaris_lib.errors.LogContractError: /d/dt=2026-01-05/hour=10/p.parquet: "
+            "unreadable parquet file (Corrupt snappy compressed data.)\n\tat org.apache...")
+    error = executor_contract_error(text)
+    assert error.path == "/d/dt=2026-01-05/hour=10/p.parquet"
+    assert error.problem == "unreadable parquet file (Corrupt snappy compressed data.)"
+    assert error.exit_code == 2
+    assert executor_contract_error("java.lang.OutOfMemoryError: Java heap space") is None
+    full = executor_contract_error("solaris_lib.errors.OutputWriteError: quarantining 3 rows "
+                                   "of a to b failed: no space left on device\n")
+    assert isinstance(full, OutputWriteError) and full.exit_code == 7
+    assert str(full) == "quarantining 3 rows of a to b failed: no space left on device"
+
+
+REDIS_COMMANDS = {"GET", "SET", "SETEX", "MSET", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "HSET",
+                  "HMSET", "HDEL", "HGET", "HMGET", "HLEN", "HGETALL", "HSCAN", "SCAN",
+                  "EVAL", "EVALSHA", "MULTI", "EXEC", "INFO", "CONFIG", "PING", "CLUSTER",
+                  "XADD", "RENAME", "COPY", "FLUSHDB", "FLUSHALL"}
+
+
+def test_the_access_check_covers_every_command_the_publisher_sends():
+    root = Path(__file__).resolve().parents[3] / "solaris_lib" / "cache"
+    words = set()
+    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "frames.py"):
+        words |= set(re.findall(r"\b[A-Z]{3,8}\b", (root / name).read_text()))
+    sent = words & REDIS_COMMANDS
+    assert {"HSET", "EXPIRE", "EVAL", "INFO", "HMGET"} <= sent  # the scan sees the writer
+    checked = set(re.findall(r"\{'([A-Z]+)'", CHECK_SCRIPT))
+    optional = {"CONFIG", "CLUSTER", "PING", "EVAL"}  # EVAL: the check itself runs as one
+    assert sent - optional <= checked, sent - optional - checked
+    assert all(f"+{c.lower()}" in NEEDED for c in checked | {"EVAL", "PING"})
+
+
+def test_one_probe_tag_per_master():
+    single = SingleRouter(Endpoint.from_url("redis://127.0.0.1:1/0"))
+    assert [tag for _, tag in master_tags(single)] == ["0"]
+    cluster = ClusterRouter(Endpoint.from_url("redis+cluster://127.0.0.1:1"))
+    cluster._apply_slots([[0, 5460, [b"127.0.0.1", 7000]], [5461, 10922, [b"127.0.0.1", 7001]],
+                          [10923, 16383, [b"127.0.0.1", 7002]]], "127.0.0.1")
+    found = master_tags(cluster)
+    assert sorted(pool.address[1] for pool, _ in found) == [7000, 7001, 7002]
+    for pool, tag in found:
+        assert cluster.pool_for_slot(key_slot(tag.encode())) is pool
