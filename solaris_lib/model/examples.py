@@ -171,7 +171,7 @@ class Examples:
         """The examples where ``keep`` (R,) bool is True."""
         rows = np.flatnonzero(keep)
         counts = np.diff(self.t_offsets)[rows]
-        pair_idx = _ranges(self.t_offsets[rows], counts)
+        pair_idx = ranges(self.t_offsets[rows], counts)
         return Examples(self.events, self.user[rows], self.ts_us[rows], self.lo[rows],
                         self.hi[rows], np.append(0, np.cumsum(counts)).astype(np.int64),
                         self.t_items[pair_idx], self.t_labels[pair_idx])
@@ -192,7 +192,7 @@ class Examples:
         return out
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
     total = int(counts.sum())
     if total == 0:

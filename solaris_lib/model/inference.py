@@ -33,6 +33,7 @@ from solaris_lib.storage import atomic_folder, is_complete
 log = logging.getLogger(__name__)
 USER_HISTORY = "user_history"
 ROWS_PER_FILE = 1_000_000
+PAIRS_PER_PARTITION = 200_000
 OUTPUT_DDL = ("user_id long, item_id long, model_version string, embedding binary, "
               "finite boolean")
 
@@ -148,15 +149,20 @@ def _require(path: str, what: str) -> str:
     return path
 
 
-def user_pairs(spark, spec_path: str, hist_path: str):
-    """One row per user: its speculated items and its history lists (null when it has none)."""
+def user_pairs(spark, spec_path: str, hist_path: str, pairs_per_partition: int = PAIRS_PER_PARTITION):
+    """One row per user: its distinct speculated items and its history lists (null when it has
+    none). Both sides are hash-partitioned by user into ``ceil(pairs / pairs_per_partition)``
+    partitions, so grouping and joining add no further shuffle (the session default of a
+    cluster, e.g. 200 shuffle partitions, would mean hundreds of near-empty tasks)."""
     from pyspark.sql import functions as F
 
-    pairs = spark.read.parquet(spec_path).select("user_id", "item_id").distinct()
-    grouped = pairs.groupBy("user_id").agg(F.collect_list("item_id").alias("item_ids"))
+    spec = spark.read.parquet(spec_path).select("user_id", "item_id")
+    partitions = max(1, -(-spec.count() // pairs_per_partition))
+    grouped = spec.repartition(partitions, "user_id").groupBy("user_id").agg(
+        F.array_distinct(F.collect_list("item_id")).alias("item_ids"))
     hist = spark.read.parquet(hist_path).select(
         "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
-        F.col("clicked").alias("h_clicked"))
+        F.col("clicked").alias("h_clicked")).repartition(partitions, "user_id")
     return grouped.join(hist, "user_id", "left")
 
 
@@ -176,16 +182,25 @@ def run_inference(spark, settings: SolarisSettings, request: InferRequest) -> In
         written, rejected = _write(out, final, request)
     finally:
         out.unpersist()
+    n_users, no_history = _user_counts(users)
     report = InferReport(
         interval=request.interval.key, model_version=version, output=final,
-        users=users.count(), users_without_history=users.filter("h_items is null").count(),
-        rows_written=written, non_finite=rejected,
+        users=n_users, users_without_history=no_history, rows_written=written, non_finite=rejected,
         seconds=round(time.perf_counter() - started, 3))
     log.info("embedded %d pairs of %d users (%d without history) with %s in %.1f s "
              "(%.0f pairs/s); %d non-finite rejected", written, report.users,
              report.users_without_history, version, report.seconds,
              written / max(report.seconds, 1e-9), rejected)
     return report
+
+
+def _user_counts(users) -> tuple[int, int]:
+    """(users, users without a history row) in one job."""
+    from pyspark.sql import functions as F
+
+    row = users.agg(F.count(F.lit(1)).alias("n"),
+                    F.sum(F.col("h_items").isNull().cast("long")).alias("none")).first()
+    return int(row["n"]), int(row["none"] or 0)
 
 
 def _write(out, final: str, request: InferRequest) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 
 from solaris_lib.model import artefact
-from solaris_lib.model.examples import EventLists
+from solaris_lib.model.examples import EventLists, ranges
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ def _us(moment) -> int:
 
 class FoundationEmbedder:
     """Interaction embeddings (n, dim) and click logits (n,) for (user history, item) pairs."""
+
+    max_pairs_per_pass = 32768  # padded (user, target) slots per forward pass
 
     def __init__(self, net, version: str, device=None, autocast: bool | None = None) -> None:
         import torch
@@ -105,9 +107,28 @@ class FoundationEmbedder:
         counts = np.asarray(counts, np.int64)
         now = (np.full(len(user_ids), _us(asof), np.int64) if np.ndim(asof) == 0
                else np.asarray(asof, np.int64))
+        item_ids = np.asarray(item_ids, np.int64)
         lo, hi = events.history_bounds(user_ids, now)
-        hist = events.padded(lo, hi, now, self._length(hi - lo))
-        return self._run(hist, counts, np.asarray(item_ids, np.int64), naive)
+        starts = np.append(0, np.cumsum(counts)[:-1]).astype(np.int64)
+        emb = np.zeros((len(item_ids), self.dim), np.float32)
+        logits = np.zeros(len(item_ids), np.float32)
+        for chunk in self._passes(counts):
+            if not counts[chunk].any():
+                continue
+            hist = events.padded(lo[chunk], hi[chunk], now[chunk], self._length(hi[chunk] - lo[chunk]))
+            pairs = ranges(starts[chunk], counts[chunk])
+            emb[pairs], logits[pairs] = self._run(hist, counts[chunk], item_ids[pairs], naive)
+        return emb, logits
+
+    def _passes(self, counts: np.ndarray):
+        """Users grouped into forward passes of similar item counts (sorted), each padding to
+        at most ``max_pairs_per_pass`` target slots (a user with more items gets a pass alone)."""
+        order = np.argsort(counts, kind="stable")
+        start = 0
+        for end in range(1, len(order) + 1):
+            if end == len(order) or (end + 1 - start) * counts[order[end]] > self.max_pairs_per_pass:
+                yield order[start:end]
+                start = end
 
     def _length(self, sizes: np.ndarray) -> int:
         """History slots of a batch: the longest history in it, capped at max_history (>= 1)."""

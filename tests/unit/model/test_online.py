@@ -47,6 +47,11 @@ def test_batch_equals_naive_and_single_user(embedder):
     assert np.allclose(embedder.embed_user(single, items[4:5], ASOF), emb[4:5], atol=1e-6)
     empty = embedder.embed_user(History.empty(), items[5:8], ASOF)
     assert np.allclose(empty, emb[5:8], atol=1e-6)
+    embedder.max_pairs_per_pass = 3  # one or two users per pass, sorted by item count
+    emb_p, logits_p = embedder.score_users(events, users, counts, items, ASOF)
+    assert np.allclose(emb_p, emb, atol=1e-6) and np.allclose(logits_p, logits, atol=1e-6)
+    none, _ = embedder.score_users(events, users[:2], np.array([0, 0]), items[:0], ASOF)
+    assert none.shape == (0, embedder.dim)
 
 
 def test_only_events_before_asof_count(embedder):
