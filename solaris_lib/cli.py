@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "solaris_lib.simulate.commands",
     "solaris_lib.logs.commands",
     "solaris_lib.cache.commands",
+    "solaris_lib.speculation.commands",
 )
 
 
