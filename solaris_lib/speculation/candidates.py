@@ -120,9 +120,9 @@ def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
     sample = users.orderBy("user_id").limit(500).toPandas()
     queries = np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
-                        exact_threshold=config.exact_threshold, k=config.faiss_k,
+                        exact_threshold=config.exact_threshold, k=config.faiss_count(),
                         queries=queries, seed=config.seed)
-    found = search_users(spark, users, built, config.faiss_k)
+    found = search_users(spark, users, built, config.faiss_count())
     from pyspark.sql import functions as F
 
     tagged = found.select("user_id", "item_id", F.lit("faiss").alias("source"),
@@ -153,7 +153,7 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
     if "popular" in config.sources:
         parts.append(popular_candidates(mined, live, config.popular_count()))
     if "cooccurrence" in config.sources:
-        parts.append(cooccurrence_candidates(mined, live, config.cooc_per_user))
+        parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
     if "faiss" in config.sources:
         found, kind, recall = faiss_candidates(spark, mined, live, config)
         if found is not None:

@@ -36,8 +36,8 @@ class RetrievalConfig(BaseModel):
     lookback: timedelta = Field(timedelta(days=28), description="Training window before the end.")
     rank: int = Field(32, ge=2, description="Factor dimension.")
     max_iter: int = Field(10, ge=1, description="ALS sweeps.")
-    reg: float = Field(0.05, ge=0, description="L2 regularisation.")
-    alpha: float = Field(2.0, gt=0, description="Confidence scale of implicit counts.")
+    reg: float = Field(0.1, ge=0, description="L2 regularisation.")
+    alpha: float = Field(10.0, gt=0, description="Confidence scale of implicit counts.")
     seed: int = Field(7, description="Seed of ALS's initial factors.")
 
 
@@ -51,14 +51,16 @@ class SpeculateConfig(BaseModel):
         None, ge=1, description="Most pairs kept in total (highest scores win); None: no cap."
     )
     sources: tuple[str, ...] = Field(SOURCES, description="Candidate sources to use.")
-    faiss_k: int = Field(200, ge=1, description="Nearest live items per user from FAISS.")
+    faiss_k: int = Field(0, ge=0, description="Nearest live items per user from FAISS; 0: budget.")
     exact_threshold: int = Field(
         50_000, ge=1, description="Live catalogues up to this size use exact IndexFlatIP; above, IVF."
     )
     popular_n: int = Field(
         0, ge=0, description="Popular/trending items offered to every user; 0: budget_per_user."
     )
-    cooc_per_user: int = Field(300, ge=1, description="Co-occurrence candidates kept per user.")
+    cooc_per_user: int = Field(
+        0, ge=0, description="Co-occurrence candidates kept per user; 0: budget_per_user."
+    )
     live_window: timedelta = Field(
         timedelta(days=2), description="Items seen within this window before the end are live."
     )
@@ -68,3 +70,9 @@ class SpeculateConfig(BaseModel):
 
     def popular_count(self) -> int:
         return self.popular_n or self.budget_per_user
+
+    def faiss_count(self) -> int:
+        return self.faiss_k or self.budget_per_user
+
+    def cooc_count(self) -> int:
+        return self.cooc_per_user or self.budget_per_user

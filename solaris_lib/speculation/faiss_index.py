@@ -123,7 +123,8 @@ def search_users(spark, user_factors, built: BuiltIndex, k: int):
         for frame in frames:
             if frame.empty:
                 continue
-            index = index or load_index(blob.value, nprobe)
+            if index is None:
+                index = load_index(blob.value, nprobe)
             queries = np.ascontiguousarray(np.stack(frame["factor"].to_numpy()), dtype=np.float32)
             scores, found = index.search(queries, k)
             users = np.repeat(frame["user_id"].to_numpy(np.int64), k)

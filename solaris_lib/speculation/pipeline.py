@@ -119,8 +119,9 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     if train_on is not None and config.scorer != "heuristic":
         past, future = train_on
         past_candidates = gather(spark, past, config).pairs
-        model = scorer.train(scorer.label(scorer.add_features(past_candidates, past), future),
-                             seed=config.seed)
+        labelled = scorer.label(scorer.add_features(past_candidates, past), future).cache()
+        model = scorer.train(labelled, seed=config.seed)
+        labelled.unpersist()
     elif config.scorer == "learned":
         log.warning("no labelled previous interval: the heuristic scorer is used")
     found = gather(spark, mined, config, misses)

@@ -15,14 +15,15 @@ user_act         log1p(decayed request count of the user)
 p_pop            1 - exp(-decayed user requests * item share of requests): chance a popular item
                  reaches this user's requests
 p_rep            1 - exp(-decayed pair count)
-faiss            ALS inner product of the pair (0 when not retrieved)
+als              ALS inner product of the pair's factors (0 without factors)
+faiss            1 when FAISS retrieved the pair, else 0
 cooc             log1p(co-occurrence score)
 miss             log1p(reported misses)
 ================ ==================================================================================
 
 **Heuristic** (used when no labelled previous interval exists): the chance that at least one
 source fires, treating them as independent,
-``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 clip(faiss, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
+``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
 
 **Learned**: Spark MLlib logistic regression on these features, trained on the candidates of the
 previous interval with label 1 when the pair was scored in the interval that followed.
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 FEATURES = (
     "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
-    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "faiss", "cooc", "miss",
+    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "faiss", "cooc", "miss",
 )
 
 
@@ -58,7 +59,8 @@ def add_features(candidates, mined: Mined):
     )
     users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
     df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
-    df = df.join(users, "user_id", "left").fillna(0.0, subset=["pd", "ur", "idec"])
+    df = df.join(F.broadcast(users), "user_id", "left")
+    df = with_als_score(df, mined).fillna(0.0, subset=["pd", "ur", "idec", "als"])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -72,7 +74,8 @@ def add_features(candidates, mined: Mined):
         "user_act": F.log1p("ur"),
         "p_pop": 1.0 - F.exp(-expected),
         "p_rep": 1.0 - F.exp(-F.col("pd")),
-        "faiss": F.coalesce(F.col("faiss_score"), F.lit(0.0)),
+        "als": F.col("als"),
+        "faiss": F.col("faiss_score").isNotNull().cast("double"),
         "cooc": F.log1p(F.coalesce(F.col("cooc_score"), F.lit(0.0))),
         "miss": F.log1p(F.coalesce(F.col("miss_count"), F.lit(0.0))),
     }
@@ -81,11 +84,25 @@ def add_features(candidates, mined: Mined):
     return df.withColumn("heuristic", heuristic_score())
 
 
+def with_als_score(df, mined: Mined):
+    """Add ``als``: the inner product of the pair's ALS factors (null when either is missing)."""
+    from pyspark.sql import functions as F
+
+    if mined.user_factors is None or mined.item_factors is None:
+        return df.withColumn("als", F.lit(0.0))
+    users = mined.user_factors.select("user_id", F.col("factor").alias("uf"))
+    items = mined.item_factors.select("item_id", F.col("factor").alias("vf"))
+    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
+    dot = F.aggregate(F.zip_with("uf", "vf", lambda x, y: x * y), F.lit(0.0),
+                      lambda acc, v: acc + v.cast("double"))
+    return joined.withColumn("als", dot).drop("uf", "vf")
+
+
 def heuristic_score():
     """Column: the documented fallback score (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    faiss = F.least(F.greatest(F.col("faiss"), F.lit(0.0)), F.lit(1.0))
+    faiss = F.least(F.greatest(F.col("als"), F.lit(0.0)), F.lit(1.0)) * F.col("faiss")
     keep = (
         (1.0 - F.col("p_rep")) * (1.0 - F.col("p_pop")) * (1.0 - 0.5 * faiss)
         * (1.0 - 0.2 * (F.col("cooc") > 0).cast("double"))
@@ -102,7 +119,7 @@ def label(features, future_logs):
     return features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["label"])
 
 
-def train(labelled, seed: int = 7, max_rows: int = 2_000_000):
+def train(labelled, seed: int = 7, max_rows: int = 500_000):
     """Fit logistic regression on labelled candidates; returns the fitted pipeline model or None.
 
     None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
@@ -120,11 +137,13 @@ def train(labelled, seed: int = 7, max_rows: int = 2_000_000):
         return None
     if total > max_rows:
         labelled = labelled.sample(False, max_rows / total, seed)
+    labelled = labelled.select("label", *FEATURES).cache()
     pipeline = Pipeline(stages=[
         VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
-        LogisticRegression(featuresCol="features", labelCol="label", maxIter=60, regParam=1e-4),
+        LogisticRegression(featuresCol="features", labelCol="label", maxIter=30, regParam=1e-4),
     ])
     model = pipeline.fit(labelled)
+    labelled.unpersist()
     lr = model.stages[-1]
     log.info("learned scorer on %d candidates (%.1f%% positive): %s", total,
              100.0 * positives / total,
