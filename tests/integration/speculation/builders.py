@@ -66,7 +66,7 @@ def expected_cooccurrence(rows, items_per_user, top_n):
     for r in rows:
         counts[(r["user_id"], r["item_id"])] += 1
     top = defaultdict(list)
-    for (user, item), n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+    for (user, item), _n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
         if len(top[user]) < items_per_user:
             top[user].append(item)
     shared = defaultdict(int)
