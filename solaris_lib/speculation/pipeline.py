@@ -125,7 +125,8 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     elif config.scorer == "learned":
         log.warning("no labelled previous interval: the heuristic scorer is used")
     found = gather(spark, mined, config, misses)
-    features = scorer.add_features(found.pairs, mined).cache()
+    needs_als = model is not None or "faiss" in config.sources
+    features = scorer.add_features(found.pairs, mined, with_als=needs_als).cache()
     candidates = features.count()
     scored = scorer.score(features, model)
     chosen = scorer.apply_budgets(scored, config.budget_per_user, config.global_budget)

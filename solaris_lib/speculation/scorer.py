@@ -25,7 +25,7 @@ miss             log1p(reported misses)
 source fires, treating them as independent,
 ``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
 
-**Learned**: Spark MLlib logistic regression on these features, trained on the candidates of the
+**Learned**: Spark MLlib gradient-boosted trees (or logistic regression) on these features, trained on the candidates of the
 previous interval with label 1 when the pair was scored in the interval that followed.
 """
 
@@ -43,8 +43,11 @@ FEATURES = (
 )
 
 
-def add_features(candidates, mined: Mined):
-    """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic."""
+def add_features(candidates, mined: Mined, with_als: bool = True):
+    """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
+
+    ``with_als`` False skips the factor join (``als`` = 0), for runs that do not use it.
+    """
     from pyspark.sql import functions as F
 
     t = float(mined.asof.timestamp())
@@ -60,7 +63,7 @@ def add_features(candidates, mined: Mined):
     users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
     df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
     df = df.join(F.broadcast(users), "user_id", "left")
-    df = with_als_score(df, mined).fillna(0.0, subset=["pd", "ur", "idec", "als"])
+    df = (with_als_score(df, mined) if with_als else df.withColumn("als", F.lit(0.0))).fillna(0.0, subset=["pd", "ur", "idec", "als"])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -119,14 +122,16 @@ def label(features, future_logs):
     return features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["label"])
 
 
-def train(labelled, seed: int = 7, max_rows: int = 500_000):
-    """Fit logistic regression on labelled candidates; returns the fitted pipeline model or None.
+def train(labelled, seed: int = 7, max_rows: int = 300_000, kind: str = "gbt"):
+    """Fit the scorer on labelled candidates; returns the fitted pipeline model or None.
+
+    ``kind``: "gbt" (gradient-boosted trees, 30 trees of depth 5) or "logistic".
 
     None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
     sampled (seeded) to bound training time.
     """
     from pyspark.ml import Pipeline
-    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.classification import GBTClassifier, LogisticRegression
     from pyspark.ml.feature import VectorAssembler
 
     counts = {r["label"]: r["count"] for r in labelled.groupBy("label").count().collect()}
@@ -138,16 +143,21 @@ def train(labelled, seed: int = 7, max_rows: int = 500_000):
     if total > max_rows:
         labelled = labelled.sample(False, max_rows / total, seed)
     labelled = labelled.select("label", *FEATURES).cache()
-    pipeline = Pipeline(stages=[
-        VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
-        LogisticRegression(featuresCol="features", labelCol="label", maxIter=30, regParam=1e-4),
-    ])
+    if kind == "gbt":
+        estimator = GBTClassifier(featuresCol="features", labelCol="label", maxIter=30,
+                                  maxDepth=5, stepSize=0.2, seed=seed)
+    else:
+        estimator = LogisticRegression(featuresCol="features", labelCol="label", maxIter=30,
+                                       regParam=1e-4)
+    pipeline = Pipeline(stages=[VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
+                                estimator])
     model = pipeline.fit(labelled)
     labelled.unpersist()
-    lr = model.stages[-1]
-    log.info("learned scorer on %d candidates (%.1f%% positive): %s", total,
+    fitted = model.stages[-1]
+    weights = fitted.featureImportances.toArray() if kind == "gbt" else fitted.coefficients
+    log.info("learned %s scorer on %d candidates (%.1f%% positive): %s", kind, total,
              100.0 * positives / total,
-             ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, lr.coefficients, strict=True)))
+             ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, weights, strict=True)))
     return model
 
 
