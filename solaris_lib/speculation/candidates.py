@@ -11,7 +11,7 @@ miss            pairs the online client reported as misses (Redis stream, when p
 =============== ==================================================================================
 
 Only known users (in ``user_stats``) and live items (seen within ``live_window`` before
-``asof``) are candidates; repeats of items that are no longer live are dropped.
+``asof``, see :func:`live_items`) are candidates; repeats of items no longer live are dropped.
 """
 
 from __future__ import annotations
@@ -50,11 +50,22 @@ class CandidateSet:
 
 
 def live_items(mined: Mined, config: SpeculateConfig):
-    """item_stats rows of items seen within ``live_window`` before ``asof``."""
+    """item_stats rows of items seen within ``live_window`` before ``asof``.
+
+    Sparse logs (e.g. one row per rating) may have too few recently seen items to fill the
+    budget: when fewer than twice the budget are live, every item of the window counts as live.
+    """
     from pyspark.sql import functions as F
 
     cutoff = mined.asof.timestamp() - config.live_window.total_seconds()
-    return mined.item_stats.filter(F.col("last_seen").cast("double") >= F.lit(cutoff))
+    live = mined.item_stats.filter(F.col("last_seen").cast("double") >= F.lit(cutoff))
+    needed = 2 * max(config.budget_per_user, config.faiss_count(), config.popular_count())
+    count = live.count()
+    if count < needed:
+        log.info("only %d items seen in the last %s: every item of the window is live", count,
+                 config.live_window)
+        return mined.item_stats
+    return live
 
 
 def repeat_candidates(mined: Mined, live):
