@@ -128,7 +128,7 @@ def train(labelled, seed: int = 7, max_rows: int = 300_000, kind: str = "gbt"):
     ``kind``: "gbt" (gradient-boosted trees, 30 trees of depth 5) or "logistic".
 
     None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
-    sampled (seeded) to bound training time.
+    sampled (by hash, see :func:`deterministic_sample`) to bound training time.
     """
     from pyspark.ml import Pipeline
     from pyspark.ml.classification import GBTClassifier, LogisticRegression
@@ -140,9 +140,7 @@ def train(labelled, seed: int = 7, max_rows: int = 300_000, kind: str = "gbt"):
         log.warning("training labels are one class (%d of %d positive): no learned scorer",
                     positives, total)
         return None
-    if total > max_rows:
-        labelled = labelled.sample(False, max_rows / total, seed)
-    labelled = labelled.select("label", *FEATURES).cache()
+    labelled = deterministic_sample(labelled, max_rows / total, seed).cache()
     if kind == "gbt":
         estimator = GBTClassifier(featuresCol="features", labelCol="label", maxIter=30,
                                   maxDepth=5, stepSize=0.2, seed=seed)
@@ -159,6 +157,21 @@ def train(labelled, seed: int = 7, max_rows: int = 300_000, kind: str = "gbt"):
              100.0 * positives / total,
              ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, weights, strict=True)))
     return model
+
+
+def deterministic_sample(labelled, fraction: float, seed: int):
+    """Rows kept by a hash of (user, item, seed) below ``fraction``, in one sorted partition.
+
+    The same rows in the same order whatever the upstream partitioning, so that a rerun fits the
+    same model (tree learners sample their split candidates from the data in order).
+    """
+    from pyspark.sql import functions as F
+
+    if fraction < 1.0:
+        bucket = F.abs(F.xxhash64("user_id", "item_id", F.lit(seed))) % 1_000_000
+        labelled = labelled.filter(bucket < F.lit(int(fraction * 1_000_000)))
+    ordered = labelled.orderBy("user_id", "item_id").coalesce(1)
+    return ordered.select("label", *FEATURES)
 
 
 def score(features, model):
