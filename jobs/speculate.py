@@ -28,17 +28,21 @@ log = logging.getLogger("solaris.jobs.speculate")
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--budget-per-user", type=int, default=200, help="pairs kept per user")
-    parser.add_argument("--global-budget", type=int, default=None, help="pairs kept in total")
+    parser.add_argument("--budget-per-user", type=int, default=None,
+                        help="pairs kept per user (default: SOLARIS_SPECULATE_BUDGET_PER_USER)")
+    parser.add_argument("--global-budget", type=int, default=None,
+                        help="pairs kept in total (default: SOLARIS_SPECULATE_GLOBAL_BUDGET)")
     parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
     args = parser.parse_args(argv)
     configure_job_logging()
     try:
         interval = interval_of(args)
-        config = SpeculateConfig(budget_per_user=args.budget_per_user,
-                                 global_budget=args.global_budget, scorer=args.scorer)
         settings = load_settings()
+        config = SpeculateConfig(
+            budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
+            global_budget=args.global_budget or settings.speculate_global_budget,
+            scorer=args.scorer)
         layout = DataLayout.from_settings(settings)
         spark = get_spark("solaris-speculate")
         try:

@@ -74,10 +74,20 @@ class SolarisSettings(BaseSettings):
     )
 
     foundation_preset: str = Field(
-        default="default",
+        default="small",
         pattern=r"^(test|small|default|large)$",
-        description="Size preset of the foundation model that training builds (test, small, "
-        "default, large); the demo uses small.",
+        description="Size preset of the foundation model that training builds: test, small "
+        "(trains on CPU in minutes), default (the benchmark size, too expensive to serve "
+        "online; use a GPU), large.",
+    )
+    speculate_budget_per_user: int = Field(
+        default=200, ge=1,
+        description="Pairs the speculate task keeps per user for the next interval.",
+    )
+    speculate_global_budget: int | None = Field(
+        default=None, ge=1,
+        description="Pairs the speculate task keeps in total (after the per-user cap); "
+        "bounds the inference and cache cost of one interval.",
     )
 
     spark_py_files: str | None = Field(

@@ -16,7 +16,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", required=True, help="window start (ISO-8601, UTC)")
     parser.add_argument("--end", required=True, help="window end, exclusive (ISO-8601, UTC)")
     parser.add_argument("--holdout", default="1d", help="held-out tail of the window (default 1d)")
-    parser.add_argument("--preset", default="small", help="test, small, default or large")
+    parser.add_argument("--preset", default=None,
+                        help="test, small, default or large (default: SOLARIS_FOUNDATION_PRESET)")
     parser.add_argument("--epochs", type=int, default=None, help="override the preset's epochs")
     parser.add_argument("--processes", type=int, default=1,
                         help="DDP processes via Spark's TorchDistributor (default 1: no Spark)")
@@ -27,8 +28,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def train_request(args):
     from solaris_lib.model.train import TrainRequest
 
+    from solaris_lib.config import load_settings
+
+    preset = args.preset or load_settings().foundation_preset
     return TrainRequest(Interval.parse(args.start, args.end), parse_duration(args.holdout),
-                        args.preset, args.epochs, args.processes, args.seed, args.threads)
+                        preset, args.epochs, args.processes, args.seed, args.threads)
 
 
 def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
