@@ -47,7 +47,8 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
         version = client.version
     assert version is not None and version.startswith(FIRST.key)
     assert found.hit[:-1].all() and not found.hit[-1]
-    assert found.embeddings.shape == (len(items) + 1, 64)
+    dim = len(embeddings["embedding"].iloc[0]) // 2  # fp16 bytes, the model's dimension
+    assert found.embeddings.shape == (len(items) + 1, dim)
     before = published_content(pipeline.redis_url, pipeline.key_prefix, version)
     assert before
 
