@@ -25,7 +25,7 @@ miss             log1p(reported misses)
 source fires, treating them as independent,
 ``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
 
-**Learned**: Spark MLlib gradient-boosted trees (or logistic regression) on these features, trained on the candidates of the
+**Learned**: Spark MLlib logistic regression (or gradient-boosted trees) on these features, trained on the candidates of the
 previous interval with label 1 when the pair was scored in the interval that followed.
 """
 
@@ -122,10 +122,11 @@ def label(features, future_logs):
     return features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["label"])
 
 
-def train(labelled, seed: int = 7, max_rows: int = 300_000, kind: str = "gbt"):
+def train(labelled, seed: int = 7, max_rows: int = 500_000, kind: str = "logistic"):
     """Fit the scorer on labelled candidates; returns the fitted pipeline model or None.
 
-    ``kind``: "gbt" (gradient-boosted trees, 30 trees of depth 5) or "logistic".
+    ``kind``: "logistic" (the default: measured slightly better and much faster than trees on
+    the default world, 0.815 vs 0.809 coverage) or "gbt" (30 trees of depth 5).
 
     None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
     sampled (by hash, see :func:`deterministic_sample`) to bound training time.
