@@ -56,7 +56,6 @@ class ServingEvaluation:
     published_interval: str
     published: bool
     rows: int = 0
-    pairs_requested: int = 0
     pairs_precomputed: int = 0
     coverage: float | None = None
     coverage_unique: float | None = None
@@ -110,43 +109,24 @@ def _known_users(spark, layout: DataLayout, previous: Interval):
 
 
 def _score_rows(spark, result: ServingEvaluation, logs, pairs, known, previous: Interval) -> None:
-    """Fill coverage, waste and staleness from one pass over the joined rows."""
+    """Coverage and waste by the one definition (``evaluation.speculation.coverage_metrics``);
+    staleness from the request times of the rows that hit."""
     from pyspark.sql import functions as F
 
-    rows = logs.join(pairs.withColumn("hit", F.lit(1)), ["user_id", "item_id"], "left")
+    from solaris_lib.evaluation.speculation import coverage_metrics
+
+    figures = coverage_metrics(pairs, logs, known)
+    result.rows, result.pairs_precomputed = figures["future_rows"], figures["pairs_precomputed"]
+    result.coverage, result.coverage_unique = figures["coverage_all"], figures["unique_coverage_all"]
+    result.waste = figures["waste"]
     if known is not None:
-        rows = rows.join(known.withColumn("known", F.lit(1)), "user_id", "left")
-    else:
-        rows = rows.withColumn("known", F.lit(None).cast("int"))
-    rows = rows.fillna(0, subset=["hit"]).cache()
+        result.rows_known = figures["future_rows_known"]
+        result.coverage_known, result.coverage_new = figures["coverage"], figures["coverage_new"]
     age = F.col("ts").cast("double") - F.lit(previous.end.timestamp())
-    totals = rows.agg(
-        F.count("*").alias("rows"), F.sum("hit").alias("hits"),
-        F.sum(F.coalesce("known", F.lit(0))).alias("known"),
-        F.sum(F.when(F.col("known") == 1, F.col("hit")).otherwise(0)).alias("known_hits"),
-        F.percentile_approx(F.when(F.col("hit") == 1, age), [0.5, 0.99], 10_000).alias("age"),
-    ).first()
-    unique = rows.groupBy("user_id", "item_id").agg(F.max("hit").alias("hit"))
-    unique_totals = unique.agg(F.count("*").alias("pairs"), F.sum("hit").alias("hits")).first()
-    result.pairs_precomputed = pairs.count()
-    rows.unpersist()
-    _fill(result, totals, unique_totals, has_known=known is not None)
-
-
-def _fill(result: ServingEvaluation, totals, unique_totals, *, has_known: bool) -> None:
-    rows, hits = int(totals["rows"]), int(totals["hits"] or 0)
-    known, known_hits = int(totals["known"] or 0), int(totals["known_hits"] or 0)
-    requested, pair_hits = int(unique_totals["pairs"]), int(unique_totals["hits"] or 0)
-    result.rows, result.rows_known, result.pairs_requested = rows, known, requested
-    result.coverage = _ratio(hits, rows)
-    result.coverage_unique = _ratio(pair_hits, requested)
-    if has_known:
-        result.coverage_known = _ratio(known_hits, known)
-        result.coverage_new = _ratio(hits - known_hits, rows - known)
-    result.waste = None if result.pairs_precomputed == 0 else (
-        1.0 - pair_hits / result.pairs_precomputed)
-    if totals["age"] is not None:
-        result.staleness_p50_s, result.staleness_p99_s = (float(x) for x in totals["age"])
+    hits = logs.join(pairs, ["user_id", "item_id"], "left_semi")
+    quantiles = hits.agg(F.percentile_approx(age, [0.5, 0.99], 10_000).alias("q")).first()["q"]
+    if quantiles:
+        result.staleness_p50_s, result.staleness_p99_s = (float(x) for x in quantiles)
 
 
 def sample_requests(logs, limit: int) -> list[tuple[int, list[int]]]:
