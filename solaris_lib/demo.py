@@ -153,15 +153,23 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
 
 def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> str | None:
     """Coverage of the next interval's rows against the per-user budget (top-k by score)."""
-    from solaris_lib.evaluation.plots import coverage_budget_curve, plot_coverage_curve
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from solaris_lib.evaluation.speculation import coverage_curve, plot_coverage_curves
     from solaris_lib.logs.reader import read_window_spark
 
     speculated = spark.read.parquet(layout.output(SPECULATED, interval))
-    logs = read_window_spark(spark, layout.logs, interval.following())
-    curve = coverage_budget_curve(speculated, logs)
-    if not curve:
+    ranked = speculated.withColumn("rank", F.row_number().over(
+        Window.partitionBy("user_id").orderBy(F.desc("score"), "item_id")))
+    top = ranked.agg(F.max("rank")).first()[0]
+    if not top:
         return None
-    return plot_coverage_curve(curve, out, title=f"precomputed at {interval}")
+    budgets = sorted({max(1, round(top * f)) for f in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1)})
+    logs = read_window_spark(spark, layout.logs, interval.following())
+    curve = coverage_curve(ranked, logs, None, budgets)
+    return plot_coverage_curves({"SOLARIS speculation": curve}, out,
+                                f"pairs precomputed at {interval} vs the next hour's requests")
 
 
 def main() -> int:

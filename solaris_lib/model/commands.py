@@ -26,9 +26,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def train_request(args):
-    from solaris_lib.model.train import TrainRequest
-
     from solaris_lib.config import load_settings
+    from solaris_lib.model.train import TrainRequest
 
     preset = args.preset or load_settings().foundation_preset
     return TrainRequest(Interval.parse(args.start, args.end), parse_duration(args.holdout),
