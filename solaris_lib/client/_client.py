@@ -138,7 +138,8 @@ class SolarisClient:
             if isinstance(reply, ReplyError) or not isinstance(reply, list):
                 raise CacheProtocolError(f"HMGET answered {reply!r}")
             n = len(items)
-            embeddings, hit, corrupt = served.codec.decode(reply[:n], self._fallback)
+            exact = reply if served.clusters is None else reply[:n]
+            embeddings, hit, corrupt = served.codec.decode(exact, self._fallback)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
