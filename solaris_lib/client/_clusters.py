@@ -61,6 +61,7 @@ def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
     item_ids, cluster_ids = unpack_item_clusters(chunks, manifest.item_clusters)
     log.info("version %s: item -> cluster table of %d items in %d clusters loaded",
              manifest.version, len(item_ids), manifest.clusters)
+    item_ids.flags.writeable = cluster_ids.flags.writeable = False  # shared by lookups
     return ItemClusters(item_ids, cluster_ids)
 
 
