@@ -6,14 +6,16 @@ Keys, all under the deployment's key prefix ``P``::
     P:m:<version>                   hash    the version's manifest (see :class:`Manifest`)
     P:e:<version>:{<user_id>}       hash    one field per cached item of the user
     P:misses                        stream  sampled lookup misses (docs/pipeline.md)
-    P:h:...                         reserved for hierarchical-fallback tables (issue 7)
+    P:h:<version>:items:<k>         string  chunk k of the version's item -> cluster table
+                                            (hierarchical fallback; see :func:`pack_item_clusters`)
     P:probe:...                     reserved: named (never created) by the publisher's ACL check
 
 The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one HMGET
 reads any number of the user's items in one round trip. Fields of a user hash:
 
     ``<item_id>``     decimal item id (digits only): the exact (user, item) embedding
-    ``c<cluster_id>`` reserved: a coarser (user, item cluster) embedding, same value codec
+    ``c<cluster_id>`` a coarser (user, item cluster) embedding, same value codec (versions
+                      whose manifest has ``fallback`` = ``cluster``)
     ``_...``          reserved for per-user metadata
 
 A value is ``dim`` little-endian IEEE floats (fp16 by default: ``dim * 2`` bytes), no header:
@@ -38,6 +40,9 @@ DEFAULT_CODEC = "fp16"
 CLUSTER_FIELD_PREFIX = "c"
 STATE_WRITING = "writing"
 STATE_COMPLETE = "complete"
+FALLBACK_CLUSTER = "cluster"
+ITEM_CLUSTER_CHUNK = 1 << 18  # items per P:h:<version>:items:<k> string (3 MiB)
+ITEM_CLUSTER_RECORD = 12  # bytes per item: int64 id + int32 cluster
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VERSION = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{10}$")
@@ -49,7 +54,7 @@ class Level(IntEnum):
 
     MISS = 0
     EXACT = 1
-    CLUSTER = 2  # reserved for the hierarchical fallback (issue 7); never returned yet
+    CLUSTER = 2  # no exact value; the (user, item cluster) embedding of the fallback level
 
 
 def check_prefix(prefix: str) -> str:
@@ -84,26 +89,79 @@ def misses_key(prefix: str) -> str:
     return f"{prefix}:misses"
 
 
+def item_clusters_key(prefix: str, version: str, chunk: int) -> str:
+    """String key holding chunk ``chunk`` (0, 1, ...) of the version's item -> cluster table."""
+    return f"{prefix}:h:{version}:items:{int(chunk)}"
+
+
+def pack_item_clusters(item_ids: np.ndarray, cluster_ids: np.ndarray,
+                       chunk_items: int = ITEM_CLUSTER_CHUNK) -> list[bytes]:
+    """The chunk values of an item -> cluster table.
+
+    ``item_ids`` (n,) strictly increasing non-negative int64, ``cluster_ids`` (n,) non-negative
+    int32. Chunk ``k`` holds rows ``k * chunk_items ..`` as ``m`` little-endian int64 item ids
+    followed by ``m`` little-endian int32 cluster ids (``12 * m`` bytes). An empty table is one
+    empty chunk.
+    """
+    items = np.asarray(item_ids, dtype="<i8")
+    clusters = np.asarray(cluster_ids, dtype="<i4")
+    if items.shape != clusters.shape or items.ndim != 1:
+        raise CacheFormatError(f"item and cluster ids differ in shape: {items.shape}, "
+                               f"{clusters.shape}")
+    if len(items) and (items[0] < 0 or (np.diff(items) <= 0).any() or clusters.min() < 0):
+        raise CacheFormatError("item ids must be strictly increasing and ids non-negative")
+    starts = range(0, max(len(items), 1), chunk_items)
+    return [items[s : s + chunk_items].tobytes() + clusters[s : s + chunk_items].tobytes()
+            for s in starts]
+
+
+def unpack_item_clusters(chunks: Sequence[bytes | None], items: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``(item_ids (n,) int64, cluster_ids (n,) int32)`` from the chunk values, in order;
+    a missing chunk, a wrong length, unsorted ids or a count other than ``items`` raise
+    :class:`CacheFormatError`."""
+    ids, clusters = [], []
+    for index, chunk in enumerate(chunks):
+        if chunk is None or len(chunk) % ITEM_CLUSTER_RECORD:
+            raise CacheFormatError(f"item-cluster chunk {index} is missing or malformed")
+        m = len(chunk) // ITEM_CLUSTER_RECORD
+        ids.append(np.frombuffer(chunk, dtype="<i8", count=m).astype(np.int64))
+        clusters.append(np.frombuffer(chunk, dtype="<i4", offset=8 * m).astype(np.int32))
+    item_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    cluster_ids = np.concatenate(clusters) if clusters else np.zeros(0, np.int32)
+    if len(item_ids) != items:
+        raise CacheFormatError(f"item-cluster table holds {len(item_ids)} items, the manifest "
+                               f"says {items}")
+    if len(item_ids) and ((np.diff(item_ids) <= 0).any() or item_ids[0] < 0
+                          or cluster_ids.min() < 0):
+        raise CacheFormatError("item-cluster table is not sorted by item id or has negatives")
+    return item_ids, cluster_ids
+
+
 def item_field(item_id: int) -> str:
     """Field of an exact (user, item) embedding: the item id in decimal."""
     return str(int(item_id))
 
 
 def cluster_field(cluster_id: int) -> str:
-    """Reserved field of a (user, item cluster) fallback embedding (issue 7)."""
+    """Field of a (user, item cluster) fallback embedding: ``c`` and the cluster id."""
     return f"{CLUSTER_FIELD_PREFIX}{int(cluster_id)}"
 
 
-def version_id(interval_key: str, model_version: str, codec: str, dim: int, digest: str) -> str:
+def version_id(interval_key: str, model_version: str, codec: str, dim: int, digest: str,
+               fallback_digest: str = "") -> str:
     """Deterministic version id: ``<interval key>-<10 hex>``.
 
     The hex part hashes the model version, the codec, the dimension and the content digest, so
     a rerun of an interval over the same embeddings names the same version (and rewrites the
     same bytes), while different content never shares a namespace with served data.
-    Sorting version ids sorts them by interval.
+    Sorting version ids sorts them by interval. ``fallback_digest`` (the content of the
+    hierarchical fallback level, when published) is hashed too; without it the id is as before.
     """
     check_model_version(model_version)
-    material = "\0".join([model_version, codec, str(dim), digest]).encode()
+    parts = [model_version, codec, str(dim), digest] + ([fallback_digest] if fallback_digest
+                                                        else [])
+    material = "\0".join(parts).encode()
     return f"{interval_key}-{hashlib.blake2b(material, digest_size=5).hexdigest()}"
 
 
@@ -210,6 +268,17 @@ class Manifest:
     ttl_s: int
     state: str = STATE_WRITING
     format: int = FORMAT_VERSION
+    # The hierarchical fallback level: written (and read) only when ``fallback`` is "cluster".
+    fallback: str = ""
+    clusters: int = 0
+    cluster_pairs: int = 0
+    item_clusters: int = 0
+    item_cluster_chunks: int = 0
+
+    @property
+    def has_clusters(self) -> bool:
+        """True when the version's user hashes hold ``c<cluster>`` fields and ``P:h:`` a table."""
+        return self.fallback == FALLBACK_CLUSTER
 
     @property
     def value_codec(self) -> Codec:
@@ -220,8 +289,13 @@ class Manifest:
         return self.state == STATE_COMPLETE
 
     def to_fields(self) -> dict[str, str]:
-        """The hash fields, all as strings (the exact bytes are pinned by tests)."""
-        return {name: str(value) for name, value in asdict(self).items()}
+        """The hash fields, all as strings (the exact bytes are pinned by tests); the fallback
+        fields only for a version with a fallback level."""
+        out = {name: str(value) for name, value in asdict(self).items()}
+        if not self.has_clusters:
+            for name in _FALLBACK_FIELDS:
+                del out[name]
+        return out
 
     @classmethod
     def from_fields(cls, raw: Mapping[bytes | str, bytes | str]) -> Manifest:
@@ -235,7 +309,8 @@ class Manifest:
                 "upgrade the reader"
             )
         try:
-            values = {f.name: _typed(f.type, text[f.name]) for f in fields(cls)}
+            values = {f.name: _typed(f.type, text[f.name]) for f in fields(cls)
+                      if f.name not in _FALLBACK_FIELDS or f.name in text}
         except KeyError as exc:
             raise CacheFormatError(f"manifest lacks field {exc.args[0]!r}") from exc
         except ValueError as exc:
@@ -243,7 +318,13 @@ class Manifest:
         manifest = cls(**values)
         check_version(manifest.version)
         manifest.value_codec  # noqa: B018 - validates codec and dimension
+        if manifest.fallback not in ("", FALLBACK_CLUSTER):
+            raise CacheFormatError(f"manifest names an unknown fallback {manifest.fallback!r}")
         return manifest
+
+
+_FALLBACK_FIELDS = ("fallback", "clusters", "cluster_pairs", "item_clusters",
+                    "item_cluster_chunks")
 
 
 def _text(value: bytes | str) -> str:

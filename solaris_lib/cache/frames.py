@@ -32,6 +32,17 @@ def field_sizes():
     return listpack.alias("lp"), hashtable.alias("ht")
 
 
+def cluster_field_sizes():
+    """Columns ``lp`` and ``ht`` of a ``c<cluster_id>`` field (from ``cluster_id``): the SQL
+    twin of ``memory.listpack_cluster_bytes`` and ``memory.hashtable_cluster_bytes``."""
+    from pyspark.sql import functions as F
+
+    length = F.length(F.col("cluster_id").cast("string")) + 1
+    listpack = length + 2  # a string entry below 64 bytes: 1 header + bytes + 1 back-length
+    hashtable = memory.DICT_ENTRY + F.when(length + 2 <= 8, 8).otherwise(16)
+    return listpack.alias("lp"), hashtable.alias("ht")
+
+
 def _user_slots(batches: Iterator[pa.RecordBatch], value_bytes: int, key_head: int,
                 limits: memory.HashLimits) -> Iterator[pa.RecordBatch]:
     for batch in batches:

@@ -102,6 +102,29 @@ def hashtable_field_bytes(items: np.ndarray) -> np.ndarray:
     return DICT_ENTRY + sds_bytes(decimal_digits(items))
 
 
+def cluster_field_lengths(cluster_ids: np.ndarray) -> np.ndarray:
+    """Length of the field ``c<cluster_id>`` of non-negative cluster ids."""
+    return 1 + decimal_digits(cluster_ids)
+
+
+def listpack_cluster_bytes(cluster_ids: np.ndarray) -> np.ndarray:
+    """Bytes of ``c<cluster_id>`` fields as listpack string entries (``c`` is no integer)."""
+    return np.array([listpack_string_bytes(n) for n in
+                     cluster_field_lengths(cluster_ids).tolist()], dtype=np.int64)
+
+
+def hashtable_cluster_bytes(cluster_ids: np.ndarray) -> np.ndarray:
+    """Bytes of one hashtable field ``c<cluster_id>``: dictEntry plus the field's sds."""
+    return DICT_ENTRY + sds_bytes(cluster_field_lengths(cluster_ids))
+
+
+def string_key_bytes(key_length: int, value_length: int) -> int:
+    """Bytes of a string key holding ``value_length`` raw bytes (the item -> cluster chunks):
+    the key's overhead, a robj and the value's sds (header of 3, 5 or 9 bytes plus the NUL)."""
+    header = 4 if value_length < 256 else 6 if value_length < 65536 else 10
+    return int(key_overhead(key_length) + ROBJ + size_class(value_length + header))
+
+
 def sds_bytes(length: np.ndarray | int) -> np.ndarray:
     """Allocation of an sds string of ``length`` bytes (type 5 header below 32, else type 8)."""
     length = np.asarray(length, dtype=np.int64)

@@ -2,6 +2,11 @@
 
 Used by the executor-side writer: view the embedding bytes, drop non-finite values, resolve
 duplicate pairs deterministically, pick the read-back sample, and encode ``HSET`` commands.
+
+A (user, item cluster) row of the hierarchical fallback travels through the writer as an item
+id ``-1 - cluster_id`` (:func:`cluster_rows_item`): negative ids never occur among items (the
+publisher quarantines them), sort before the user's items, and are written as the field
+``c<cluster_id>``.
 """
 
 from __future__ import annotations
@@ -69,32 +74,52 @@ def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarr
     return keep
 
 
-def sampled(user: int, items: np.ndarray, modulus: int) -> np.ndarray:
-    """(k,) True for the pairs of the read-back sample: about one pair in ``modulus``, chosen
-    by a fixed hash of (user, item) so every rerun checks the same pairs."""
+def sampled(user: int, items: np.ndarray, modulus: int, cluster_modulus: int | None = None
+            ) -> np.ndarray:
+    """(k,) True for the pairs of the read-back sample: about one pair in ``modulus`` (one
+    cluster row in ``cluster_modulus``, default ``modulus``), chosen by a fixed hash of
+    (user, item) so every rerun checks the same pairs."""
     mixed = items.astype(np.uint64) * _MIX_ITEM + np.array([user], np.uint64) * _MIX_USER
-    return (mixed >> np.uint64(29)) % np.uint64(modulus) == 0
+    mod = np.where(items < 0, np.uint64(cluster_modulus or modulus), np.uint64(modulus))
+    return (mixed >> np.uint64(29)) % mod == 0
+
+
+def cluster_rows_item(cluster_ids: np.ndarray) -> np.ndarray:
+    """The writer's item id of a (user, cluster) row: ``-1 - cluster_id`` (its own inverse)."""
+    return -1 - np.asarray(cluster_ids, dtype=np.int64)
+
+
+def field_names(items: np.ndarray) -> list[str]:
+    """The hash field of each writer item id: decimal item id, or ``c<cluster>`` when < 0."""
+    return [str(i) if i >= 0 else f"c{-1 - i}" for i in np.asarray(items).tolist()]
 
 
 def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
-    """``HSET key item value ...`` as RESP; ``items`` (k,) int64 >= 0, ``values`` (k, w) uint8.
+    """``HSET key field value ...`` as RESP; ``items`` (k,) int64 (an item id, or a cluster row
+    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8.
 
-    Pairs are emitted grouped by the item id's digit count (field order does not matter to
-    HSET), so each group is a fixed-width record matrix filled by column slices.
+    Pairs are emitted grouped by kind and digit count (field order does not matter to HSET),
+    so each group is a fixed-width record matrix filled by column slices.
     """
     key_bytes = key.encode()
     parts = [b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * len(items), len(key_bytes),
                                                      key_bytes)]
-    digits = decimal_digits(items)
-    for length in np.unique(digits).tolist():
-        chosen = digits == length
-        parts.append(_pair_records(items[chosen], values[chosen], length).tobytes())
+    cluster = items < 0
+    numbers = np.where(cluster, -1 - items, items)
+    digits = decimal_digits(numbers)
+    for is_cluster in (True, False):
+        for length in np.unique(digits[cluster == is_cluster]).tolist():
+            chosen = (digits == length) & (cluster == is_cluster)
+            parts.append(_pair_records(numbers[chosen], values[chosen], length,
+                                       b"c" if is_cluster else b"").tobytes())
     return b"".join(parts)
 
 
-def _pair_records(items: np.ndarray, values: np.ndarray, length: int) -> np.ndarray:
-    """(k, record) uint8 RESP of k pairs: ``$<length> CRLF digits CRLF $<w> CRLF value CRLF``."""
-    head, middle = b"$%d\r\n" % length, b"\r\n$%d\r\n" % values.shape[1]
+def _pair_records(items: np.ndarray, values: np.ndarray, length: int,
+                  lead: bytes = b"") -> np.ndarray:
+    """(k, record) uint8 RESP of k pairs: ``$<len> CRLF lead digits CRLF $<w> CRLF value CRLF``."""
+    head = b"$%d\r\n%s" % (length + len(lead), lead)
+    middle = b"\r\n$%d\r\n" % values.shape[1]
     a = len(head)
     b = a + length
     c = b + len(middle)

@@ -6,14 +6,18 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
                 on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
                 writes nothing), else it stops here with PublishPermissionError
 1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
-                reason and the content digest -> the deterministic version id
+                reason and the content digest; the hierarchical fallback level when the
+                interval has its tables (:mod:`solaris_lib.cache.fallback`) -> the
+                deterministic version id
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
 3. ``estimate`` bytes per master from per-user pair counts; refuse when they will not fit
-4. ``write``    manifest (state ``writing``), then every Spark partition, pipelined; each task
+4. ``write``    manifest (state ``writing``), the fallback's item -> cluster chunks (read
+                back), then every Spark partition, pipelined; each task
                 then counts the fields its users hold on the server and reads back a
                 hash-chosen sample of its pairs. Checked: pairs written + duplicates +
                 non-finite = publishable rows, fields on the server = pairs written, every
-                sampled pair equal to its input bytes and values
+                sampled pair equal to its input bytes and values; the same for the
+                fallback level's ``c<cluster>`` fields, counted apart
 5. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
 6. ``quarantine`` (when rows were refused) the refused rows with their reason
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,7 +47,14 @@ from solaris_lib.cache.errors import (
     PublishInputError,
     VerificationError,
 )
+from solaris_lib.cache.fallback import (
+    FallbackLevel,
+    chunk_bytes,
+    read_fallback,
+    write_item_clusters,
+)
 from solaris_lib.cache.format import (
+    FALLBACK_CLUSTER,
     STATE_COMPLETE,
     Codec,
     Manifest,
@@ -51,6 +62,7 @@ from solaris_lib.cache.format import (
     data_key_head,
     version_id,
 )
+from solaris_lib.cache.nodes import hash_tag
 from solaris_lib.cache.server import CacheServer
 from solaris_lib.cache.validate import (
     COLUMNS,
@@ -111,6 +123,12 @@ class PublishReport:
     listpack_users: int = 0
     ttl_s: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    # the hierarchical fallback level (all zero / empty when the interval has none)
+    cluster_pairs: int = 0
+    clusters: int = 0
+    item_clusters: int = 0
+    cluster_duplicates: int = 0
+    cluster_dropped: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -173,8 +191,10 @@ class _Run:
         try:
             found = survey(groups, source)
             valid = frame.where(reason(found.model_version, found.dim).isNull())
+            fallback = read_fallback(self.spark, self.layout, self.interval,
+                                     found.model_version, found.dim)
             report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
-                                         publishable_users(groups, found), found)
+                                         publishable_users(groups, found), found, fallback)
         finally:
             groups.unpersist()
         if report.status != "published" or not report.quarantined:
@@ -207,21 +227,25 @@ class _Run:
         log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
                     found.rows, target, report.quarantined)
 
-    def _publish_valid(self, valid, users, found: Survey) -> PublishReport:
+    def _publish_valid(self, valid, users, found: Survey,
+                       fallback: FallbackLevel | None) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
-                             found.digest)
+                             found.digest, fallback.digest if fallback else "")
         report = PublishReport("published", version, None, self.server.served_version(),
                                found.model_version, codec.name, codec.dim, found.rows,
                                quarantined=found.quarantined, ttl_s=self.ttl_s,
                                seconds=self.seconds)
+        if fallback is not None:
+            report.clusters, report.item_clusters = fallback.clusters, len(fallback.item_ids)
+            report.cluster_dropped = fallback.dropped
         log.info("version %s: %d publishable rows of %d", version, found.valid_rows, found.rows)
         if self._nothing_to_do(report):
             return report
         self._phase("estimate")
-        self._check_memory(users, codec, report)
+        self._check_memory(users, codec, report, fallback)
         self._phase("write")
-        manifest = self._write(valid, codec, report, found)
+        manifest = self._write(valid, codec, report, found, fallback)
         self._phase("switch")
         return self._switch(report, manifest)
 
@@ -240,14 +264,22 @@ class _Run:
             return True
         return False
 
-    def _check_memory(self, users, codec: Codec, report: PublishReport) -> None:
+    def _check_memory(self, users, codec: Codec, report: PublishReport,
+                      fallback: FallbackLevel | None) -> None:
         limits = self.server.hash_limits()
+        if fallback is not None:
+            users = _with_cluster_fields(users, fallback.users)
         key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
         slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
         needed: dict[tuple[str, int], int] = {}
         for row in slots:
             address = self.server.router.pool_for_slot(row["slot"]).address
             needed[address] = needed.get(address, 0) + row["bytes"]
+        if fallback is not None:
+            for key, size in chunk_bytes(self.settings.redis_key_prefix, report.version,
+                                         fallback):
+                address = self.server.router.pool_for_tag(hash_tag(key)).address
+                needed[address] = needed.get(address, 0) + size
         report.users = sum(r["users"] for r in slots)
         report.listpack_users = sum(r["listpack_users"] for r in slots)
         report.estimate_bytes = sum(needed.values())
@@ -274,17 +306,28 @@ class _Run:
                     f"Nothing was written; {report.previous_version or 'no version'} is still "
                     f"served.", required, free)
 
-    def _write(self, valid, codec: Codec, report: PublishReport, found: Survey) -> Manifest:
-        """Write the manifest (state writing) and every pair; check the counts."""
+    def _write(self, valid, codec: Codec, report: PublishReport, found: Survey,
+               fallback: FallbackLevel | None) -> Manifest:
+        """Write the manifest (state writing), the fallback's item table and every pair;
+        check the counts."""
         valid_rows = found.valid_rows
+        cluster_rows = fallback.valid_rows if fallback else 0
         manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
                             self.interval.start.isoformat(), self.interval.end.isoformat(),
                             valid_rows, report.users, found.digest, self.ttl_s)
+        if fallback is not None:
+            manifest = replace(manifest, fallback=FALLBACK_CLUSTER, clusters=report.clusters,
+                               cluster_pairs=cluster_rows, item_clusters=report.item_clusters,
+                               item_cluster_chunks=len(fallback.chunks()))
         self.server.write_manifest(manifest)
+        if fallback is not None:
+            write_item_clusters(self.server, report.version, fallback, self.ttl_s)
+            valid = valid.unionByName(fallback.rows)
         target = WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix,
                              report.version, codec.name, codec.dim, self.ttl_s,
                              max(1, valid_rows // self.config.verify_sample),
-                             self.config.pipeline_bytes, self.config.write_timeout_s)
+                             self.config.pipeline_bytes, self.config.write_timeout_s,
+                             max(1, cluster_rows // self.config.verify_sample))
         partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
         started = time.perf_counter()
         stats = _run_spark(lambda: frames.write(valid, target, partitions), report)
@@ -294,8 +337,13 @@ class _Run:
                  totals["users"], totals["bytes_sent"] // 2**20, elapsed,
                  totals["pairs"] / max(elapsed, 1e-9))
         _check_counts(totals, valid_rows, report.version)
+        _check_cluster_counts(totals, cluster_rows, report.version)
         report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],
                                                          totals["duplicates"])
+        report.cluster_pairs = totals["cluster_pairs"]
+        report.cluster_duplicates = totals["cluster_duplicates"]
+        if totals["cluster_non_finite"]:
+            report.cluster_dropped["non_finite_embedding"] = totals["cluster_non_finite"]
         if totals["non_finite"]:
             report.quarantined["non_finite_embedding"] = totals["non_finite"]
             log.warning("%d rows with inf/nan embeddings were not published",
@@ -303,8 +351,8 @@ class _Run:
         return manifest
 
     def _switch(self, report: PublishReport, manifest: Manifest) -> PublishReport:
-        final = Manifest(**{**asdict(manifest), "pairs": report.pairs, "users": report.users,
-                            "state": STATE_COMPLETE})
+        final = replace(manifest, pairs=report.pairs, users=report.users,
+                        cluster_pairs=report.cluster_pairs, state=STATE_COMPLETE)
         self.server.write_manifest(final)
         self.alias_sent = True
         report.served_version = self.server.switch_alias(report.version, self.config.force)
@@ -324,14 +372,36 @@ def _check_counts(totals: dict[str, int], valid_rows: int, version: str) -> None
             f"version {version}: {totals['pairs']} pairs written + {totals['duplicates']} "
             f"duplicates + {totals['non_finite']} non-finite != {valid_rows} publishable rows; "
             f"the alias was not switched")
-    if totals["fields_on_server"] != totals["pairs"]:
+    if totals["fields_on_server"] != totals["pairs"] + totals["cluster_pairs"]:
         raise VerificationError(
             f"version {version}: the server holds {totals['fields_on_server']} fields but "
-            f"{totals['pairs']} pairs were written (evicted or lost); the alias was not switched")
+            f"{totals['pairs']} pairs and {totals['cluster_pairs']} cluster rows were written "
+            f"(evicted or lost); the alias was not switched")
     if totals["mismatched"] or (totals["pairs"] and not totals["verified"]):
         raise VerificationError(
             f"version {version}: {totals['mismatched']} of {totals['verified']} sampled pairs "
             f"read back differ from the input; the alias was not switched")
+
+
+def _check_cluster_counts(totals: dict[str, int], cluster_rows: int, version: str) -> None:
+    """The fallback level's rows: all accounted for, and some of them read back."""
+    done = totals["cluster_pairs"] + totals["cluster_duplicates"] + totals["cluster_non_finite"]
+    if done != cluster_rows:
+        raise VerificationError(
+            f"version {version}: {totals['cluster_pairs']} cluster rows written + "
+            f"{totals['cluster_duplicates']} duplicates + {totals['cluster_non_finite']} "
+            f"non-finite != {cluster_rows} servable cluster rows; the alias was not switched")
+    if totals["cluster_pairs"] and not totals["cluster_verified"]:
+        raise VerificationError(f"version {version}: no cluster row was read back; the alias "
+                                f"was not switched")
+
+
+def _with_cluster_fields(users, cluster_users):
+    """Per-user (user_id, pairs, lp, ht) of the exact pairs plus the ``c<cluster>`` fields."""
+    from pyspark.sql import functions as F
+
+    return (users.unionByName(cluster_users).groupBy("user_id")
+            .agg(*(F.sum(c).alias(c) for c in ("pairs", "lp", "ht"))))
 
 
 def _run_spark(action: Callable[[], list], report: PublishReport) -> list:

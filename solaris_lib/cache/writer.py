@@ -12,6 +12,11 @@ into the buffer of the node owning the user's slot; a buffer is sent when it rea
   with what was sent and, decoded, with the input fp16 values (the round-trip check).
 
 HSET and EXPIRE are idempotent, so Spark may retry a task and a rerun rewrites the same bytes.
+
+Rows of the hierarchical fallback (user, item cluster) arrive with the item id
+``-1 - cluster_id`` (:func:`pairs.cluster_rows_item`) and go into the same user hash as the
+field ``c<cluster_id>``; they are counted apart (``cluster_*`` stats) and sampled with their
+own modulus.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from solaris_lib.cache.resp import ReplyError, pack_command
 log = logging.getLogger(__name__)
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
     "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
-    "bytes_sent")] + [("seconds", pa.float64())])
+    "bytes_sent", "cluster_pairs", "cluster_duplicates", "cluster_non_finite",
+    "cluster_verified")] + [("seconds", pa.float64())])
 STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}"
                       for f in STATS_SCHEMA)
 
@@ -52,6 +58,7 @@ class WriteTarget:
     sample_modulus: int = 1000
     pipeline_bytes: int = 1 << 20
     timeout_s: float = 60.0
+    cluster_sample_modulus: int = 1000
 
 
 @dataclass
@@ -96,9 +103,9 @@ class PartitionWriter:
         """Buffer the users complete in this batch; the last user waits for the next batch."""
         fp16 = pairs.fixed_width_values(batch.column("embedding"), 2 * self.target.dim)
         finite = ~pairs.non_finite_fp16(fp16)
-        self.counts["non_finite"] += len(finite) - int(finite.sum())
-        rows = (batch.column("user_id").to_numpy()[finite],
-                batch.column("item_id").to_numpy()[finite], fp16[finite])
+        all_items = batch.column("item_id").to_numpy()
+        self._count("non_finite", all_items, ~finite)
+        rows = (batch.column("user_id").to_numpy()[finite], all_items[finite], fp16[finite])
         if self.pending is not None:
             rows = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, rows, strict=True))
         users = rows[0]
@@ -113,7 +120,7 @@ class PartitionWriter:
         if not len(users):
             return
         keep = pairs.dedupe(users, items, fp16)
-        self.counts["duplicates"] += len(keep) - int(keep.sum())
+        self._count("duplicates", items, ~keep)
         users, items, fp16 = users[keep], items[keep], fp16[keep]
         values = self.codec.from_fp16(fp16)
         starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
@@ -121,6 +128,12 @@ class PartitionWriter:
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             part = slice(start, end)
             self._buffer_user(int(users[start]), items[part], values[part], fp16[part])
+
+    def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
+        """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
+        clusters = int(np.count_nonzero(chosen & (items < 0)))
+        self.counts[name] += int(np.count_nonzero(chosen)) - clusters
+        self.counts[f"cluster_{name}"] += clusters
 
     def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
                      fp16: np.ndarray) -> None:
@@ -130,11 +143,12 @@ class PartitionWriter:
                    + pack_command("EXPIRE", key, self.target.ttl_s))
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
-        chosen = pairs.sampled(user, items, self.target.sample_modulus)
+        chosen = pairs.sampled(user, items, self.target.sample_modulus,
+                               self.target.cluster_sample_modulus)
         if chosen.any():
             self.samples.setdefault(pool, []).append(
                 _Sample(key, items[chosen], values[chosen], fp16[chosen]))
-        self.counts["pairs"] += len(items)
+        self._count("pairs", items, np.ones(len(items), dtype=bool))
         self.counts["users"] += 1
         self._append(pool, tag, command)
 
@@ -204,7 +218,7 @@ class PartitionWriter:
         return total
 
     def _read_back(self, pool: NodePool, samples: list[_Sample]) -> None:
-        commands = [pack_command("HMGET", s.key, *s.items.tolist()) for s in samples]
+        commands = [pack_command("HMGET", s.key, *pairs.field_names(s.items)) for s in samples]
         for sample, stored in zip(samples, self._exchange(pool, commands), strict=True):
             sent = [row.tobytes() for row in sample.sent]
             decoded, hit, _ = self.codec.decode(stored)
@@ -212,6 +226,7 @@ class PartitionWriter:
             same = (np.array([a == b for a, b in zip(stored, sent, strict=True)]) & hit
                     & (decoded == reference).all(axis=1))
             self.counts["verified"] += len(same)
+            self.counts["cluster_verified"] += int(np.count_nonzero(sample.items < 0))
             self.counts["mismatched"] += len(same) - int(same.sum())
 
 

@@ -2,11 +2,17 @@
 
 Request path of :meth:`SolarisClient.lookup` (one network round trip)::
 
-    served version (cached) -> key P:e:<version>:{user} -> HMGET key item... -> decode
-    -> (embeddings (n, dim) float32, hit (n,), level (n,)) ; sample misses onto a queue
+    served version (cached) -> key P:e:<version>:{user} -> HMGET key item... [c<cluster>...]
+    -> decode -> (embeddings (n, dim) float32, hit (n,), level (n,)) ; sample misses
+    onto a queue
+
+With a version that has the hierarchical fallback level, the same HMGET also asks for the
+distinct ``c<cluster>`` fields of the items (the item -> cluster table is held in memory,
+loaded with the version by the background thread); an exact miss whose cluster has a value
+gets it with level ``CLUSTER`` (``hit`` stays False).
 
 A background thread does everything else: re-reads the alias every ``refresh_interval_s`` and
-loads a new version's manifest before switching to it (one immutable object swapped at once,
+loads a new version's manifest (and its item -> cluster table) before switching to it (one immutable object swapped at once,
 so a lookup reads one version only), probes nodes whose circuit breaker is open, reloads the
 cluster slot map when it went stale, and writes sampled misses to the ``P:misses`` stream.
 """
@@ -40,6 +46,7 @@ from solaris_lib.cache.format import (
 from solaris_lib.cache.nodes import NodePool, hash_tag, make_router
 from solaris_lib.cache.resp import ReplyError, pack_command, pack_hmget
 from solaris_lib.client._breaker import BreakerState
+from solaris_lib.client._clusters import ItemClusters, load_item_clusters, merge_clusters
 from solaris_lib.client._misses import MissSampler, xadd_payload
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult, all_misses
@@ -56,6 +63,7 @@ class _Served:
     model_version: str
     codec: Codec
     key_head: str
+    clusters: ItemClusters | None = None
 
 
 class SolarisClient:
@@ -116,7 +124,11 @@ class SolarisClient:
         if breaker.open:
             return self._miss_all(items, started, "circuit_open", served, short_circuited=1)
         deadline = started + self._options.timeout_ms / 1000.0
-        payload = pack_hmget(served.key_head + tag + "}", list(map(str, items.tolist())))
+        fields = list(map(str, items.tolist()))
+        if served.clusters is not None:
+            clusters, distinct, cluster_fields = served.clusters.fields(items)
+            fields += cluster_fields
+        payload = pack_hmget(served.key_head + tag + "}", fields)
         try:
             reply = self._router.execute(tag.encode(), payload, 1, deadline)[0]
             if isinstance(reply, ReplyError) and str(reply).startswith("WRONGTYPE"):
@@ -125,17 +137,23 @@ class SolarisClient:
                                       server_errors=1)
             if isinstance(reply, ReplyError) or not isinstance(reply, list):
                 raise CacheProtocolError(f"HMGET answered {reply!r}")
-            embeddings, hit, corrupt = served.codec.decode(reply, self._fallback)
+            n = len(items)
+            exact = reply if served.clusters is None else reply[:n]
+            embeddings, hit, corrupt = served.codec.decode(exact, self._fallback)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
         hits = int(np.count_nonzero(hit))
-        if hits < len(items):
+        level, cluster_rows = hit.astype(np.int8), 0
+        if hits < n and served.clusters is not None:
+            level, cluster_rows, bad = merge_clusters(served.codec, embeddings, hit, clusters,
+                                                      distinct, reply[n:])
+            corrupt += bad
+        if hits < n:
             self._misses.offer(user_id, items, hit)
-        self._counters.record_lookup(len(items), hits, (time.perf_counter() - started) * 1e6,
-                                     corrupt_values=corrupt)
-        return LookupResult(embeddings, hit, hit.astype(np.int8), served.version,
-                            served.model_version)
+        self._counters.record_lookup(n, hits, (time.perf_counter() - started) * 1e6,
+                                     corrupt_values=corrupt, cluster_hits=cluster_rows)
+        return LookupResult(embeddings, hit, level, served.version, served.model_version)
 
     def _breaker(self, pool: NodePool) -> BreakerState:
         state = self._breakers.get(pool.address)
@@ -287,10 +305,26 @@ class SolarisClient:
                 f"(expected {expected or 'any'})"
             )
         self._served = _Served(version, manifest.model_version, manifest.value_codec,
-                               data_key_head(self._options.key_prefix, version))
+                               data_key_head(self._options.key_prefix, version),
+                               self._item_clusters(manifest))
         self._counters.add(version_switches=1)
         log.info("serving cache version %s (model %s, dim %d)", version, manifest.model_version,
                  manifest.dim)
+
+    def _item_clusters(self, manifest: Manifest) -> ItemClusters | None:
+        """The version's item -> cluster table (None without a fallback level). A missing or
+        malformed table serves the version without the level (counted, logged); an I/O error
+        raises, so the switch is retried at the next refresh."""
+        if not manifest.has_clusters:
+            return None
+        try:
+            return load_item_clusters(self._router, self._options.key_prefix, manifest,
+                                      self._options.background_timeout_ms / 1000.0)
+        except CacheFormatError as exc:
+            self._counters.add(cluster_table_errors=1)
+            log.warning("version %s served without its cluster level: %s", manifest.version,
+                        exc)
+            return None
 
     def _write_misses(self, entries: list) -> None:
         key = misses_key(self._options.key_prefix)

@@ -14,8 +14,10 @@ class LookupResult:
     """The embeddings of one user's items, row ``i`` for ``item_ids[i]``.
 
     ``embeddings``: (n, dim) float32; a missed row holds the client's fallback (zeros unless
-    configured). ``hit``: (n,) bool. ``level``: (n,) int8 of :class:`Level` (``EXACT`` for a hit,
-    ``MISS`` otherwise; ``CLUSTER`` is reserved for the hierarchical fallback). ``version`` and
+    configured). ``hit``: (n,) bool, True for an exact value only. ``level``: (n,) int8 of
+    :class:`Level`: ``EXACT`` for a hit; ``CLUSTER`` for a row without an exact value that
+    holds the (user, item cluster) embedding of the hierarchical fallback (versions that have
+    the level); ``MISS`` otherwise (the row holds the fallback vector). ``version`` and
     ``model_version`` name the cache version and the model that produced every hit row (one
     version per lookup, never a mix); None before any version is known. ``error`` says why every
     row is a miss when the call did not reach the cache: ``"timeout"``, ``"connection"``,

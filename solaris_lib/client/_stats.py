@@ -52,6 +52,9 @@ class ClientStats:
     ``pairs`` = ``hits + misses``: every (user, item) row answered, errors included (their rows
     are misses). ``errors`` = ``timeouts + connection_errors + server_errors``: failed calls.
     ``short_circuited``: calls answered with misses at once because the node's breaker was open.
+    ``cluster_hits``: missed rows answered at the hierarchical fallback's cluster level (counted
+    in ``misses`` too: ``hit`` is False for them). ``cluster_table_errors``: versions served
+    without their cluster level because the item -> cluster table was missing or malformed.
     """
 
     lookups: int = 0
@@ -63,6 +66,8 @@ class ClientStats:
     connection_errors: int = 0
     server_errors: int = 0
     corrupt_values: int = 0
+    cluster_hits: int = 0
+    cluster_table_errors: int = 0
     short_circuited: int = 0
     no_version: int = 0
     breaker_opens: int = 0

@@ -1,0 +1,88 @@
+"""The hierarchical fallback level on the client side: the served version's item -> cluster
+table (loaded by the background thread) and the merge of cluster values into a lookup.
+
+A version whose manifest has ``fallback`` = ``cluster`` holds, besides the exact
+``<item_id>`` fields, a ``c<cluster_id>`` field per (user, item cluster) in each user hash, and
+its item -> cluster table in ``P:h:<version>:items:<k>`` (``docs/cache-format.md``). A lookup
+then asks one HMGET for the items and the distinct clusters of those items; a row without an
+exact value takes its cluster's value (level ``CLUSTER``) when there is one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from solaris_lib.cache.errors import CacheProtocolError
+from solaris_lib.cache.format import Codec, Level, Manifest, item_clusters_key, unpack_item_clusters
+from solaris_lib.cache.nodes import hash_tag
+from solaris_lib.cache.resp import ReplyError, pack_command
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ItemClusters:
+    """``item_ids`` (n,) strictly increasing int64 -> ``cluster_ids`` (n,) int32 (immutable)."""
+
+    item_ids: np.ndarray
+    cluster_ids: np.ndarray
+
+    def of(self, items: np.ndarray) -> np.ndarray:
+        """(m,) int64 cluster of each of ``items`` (m,) int64; -1 for items not in the table."""
+        if not len(self.item_ids):
+            return np.full(len(items), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.item_ids, items), len(self.item_ids) - 1)
+        found = self.item_ids[pos] == items
+        return np.where(found, self.cluster_ids[pos], -1).astype(np.int64)
+
+    def fields(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """``(cluster of each item (n,), distinct clusters (k,) sorted, their k fields)``."""
+        clusters = self.of(items)
+        distinct = np.unique(clusters[clusters >= 0])
+        return clusters, distinct, [f"c{c}" for c in distinct.tolist()]
+
+
+def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
+                       ) -> ItemClusters:
+    """GET every chunk of ``manifest``'s table (``budget_s`` each). An I/O failure raises
+    :class:`CacheError`; a missing or malformed table :class:`CacheFormatError`."""
+    chunks = []
+    for index in range(manifest.item_cluster_chunks):
+        key = item_clusters_key(prefix, manifest.version, index)
+        reply = router.execute(hash_tag(key), pack_command("GET", key), 1,
+                               time.perf_counter() + budget_s)[0]
+        if isinstance(reply, ReplyError):
+            raise CacheProtocolError(f"GET {key} answered {reply}")
+        chunks.append(reply)
+    item_ids, cluster_ids = unpack_item_clusters(chunks, manifest.item_clusters)
+    log.info("version %s: item -> cluster table of %d items in %d clusters loaded",
+             manifest.version, len(item_ids), manifest.clusters)
+    item_ids.flags.writeable = cluster_ids.flags.writeable = False  # shared by lookups
+    return ItemClusters(item_ids, cluster_ids)
+
+
+def merge_clusters(codec: Codec, embeddings: np.ndarray, hit: np.ndarray, clusters: np.ndarray,
+                   distinct: np.ndarray, values: list) -> tuple[np.ndarray, int, int]:
+    """Fill the exact misses whose cluster has a value, in place.
+
+    ``embeddings`` (n, dim) float32 and ``hit`` (n,) of the exact fields; ``clusters`` (n,) the
+    items' clusters (-1: none); ``distinct`` (k,) and ``values`` (k,) the HMGET replies of the
+    cluster fields. Returns ``(level (n,) int8, cluster rows, corrupt cluster values)``; a
+    malformed cluster value is a miss.
+    """
+    level = hit.astype(np.int8)
+    wanted = ~hit & (clusters >= 0)
+    if not wanted.any():
+        return level, 0, 0
+    decoded, present, corrupt = codec.decode(values)
+    rows = np.flatnonzero(wanted)
+    pos = np.searchsorted(distinct, clusters[rows])
+    got = present[pos]
+    rows, pos = rows[got], pos[got]
+    embeddings[rows] = decoded[pos]
+    level[rows] = Level.CLUSTER
+    return level, len(rows), corrupt

@@ -1,0 +1,146 @@
+"""Exact bytes of the hierarchical fallback level (docs/cache-format.md): the item -> cluster
+chunks, the ``c<cluster>`` fields the writer sends, the manifest fields, the client's merge."""
+
+import numpy as np
+import pytest
+
+from solaris_lib.cache import memory, pairs
+from solaris_lib.cache.errors import CacheFormatError
+from solaris_lib.cache.format import (
+    Codec,
+    Level,
+    Manifest,
+    item_clusters_key,
+    pack_item_clusters,
+    unpack_item_clusters,
+    version_id,
+)
+from solaris_lib.cache.resp import pack_command
+from solaris_lib.client._clusters import ItemClusters, merge_clusters
+
+VERSION = "20260105T100000Z-961e7c475b"
+
+
+def test_item_cluster_key_is_pinned():
+    assert item_clusters_key("solaris", VERSION, 0) == f"solaris:h:{VERSION}:items:0"
+    assert item_clusters_key("p", VERSION, 12) == f"p:h:{VERSION}:items:12"
+
+
+def test_item_cluster_chunk_bytes_are_pinned():
+    (chunk,) = pack_item_clusters(np.array([3, 10, 2**40]), np.array([1, 0, 7]))
+    assert chunk.hex() == (
+        "0300000000000000" "0a00000000000000" "0000000000010000"  # int64 LE item ids
+        "01000000" "00000000" "07000000"                           # int32 LE cluster ids
+    )
+    assert len(chunk) == 36
+
+
+def test_item_cluster_table_is_chunked_in_order():
+    items, clusters = np.array([1, 2, 5, 9, 11]), np.array([4, 4, 0, 1, 2])
+    chunks = pack_item_clusters(items, clusters, chunk_items=2)
+    assert [len(c) for c in chunks] == [24, 24, 12]
+    assert chunks[2] == (11).to_bytes(8, "little") + (2).to_bytes(4, "little")
+    ids, cids = unpack_item_clusters(chunks, 5)
+    assert ids.tolist() == items.tolist() and cids.tolist() == clusters.tolist()
+    assert ids.dtype == np.int64 and cids.dtype == np.int32
+    assert pack_item_clusters(np.zeros(0, np.int64), np.zeros(0, np.int32)) == [b""]
+
+
+@pytest.mark.parametrize("chunks, count, message", [
+    ([None], 0, "missing"),
+    ([b"\x00" * 13], 1, "malformed"),
+    ([pack_item_clusters(np.array([1, 2]), np.array([0, 0]))[0]], 3, "manifest says 3"),
+    ([pack_item_clusters(np.array([5]), np.array([0]))[0],
+      pack_item_clusters(np.array([4]), np.array([0]))[0]], 2, "not sorted"),
+])
+def test_malformed_item_cluster_tables_are_format_errors(chunks, count, message):
+    with pytest.raises(CacheFormatError, match=message):
+        unpack_item_clusters(chunks, count)
+
+
+def test_packing_refuses_unsorted_or_negative_ids():
+    with pytest.raises(CacheFormatError):
+        pack_item_clusters(np.array([2, 1]), np.array([0, 0]))
+    with pytest.raises(CacheFormatError):
+        pack_item_clusters(np.array([1, 2]), np.array([0, -1]))
+
+
+def test_cluster_rows_become_c_fields_in_the_hset():
+    values = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.uint8)
+    items = np.array([pairs.cluster_rows_item(12), pairs.cluster_rows_item(0), 7])
+    assert items.tolist() == [-13, -1, 7]
+    command = pairs.hset_command("p:e:v:{3}", items, values)
+    # cluster fields first, grouped by digit count; then the item fields
+    assert command == pack_command("HSET", "p:e:v:{3}", "c0", b"\x03\x04", "c12", b"\x01\x02",
+                                   "7", b"\x05\x06")
+    assert pairs.field_names(items) == ["c12", "c0", "7"]
+
+
+def test_cluster_rows_are_sampled_with_their_own_modulus():
+    items = np.r_[np.arange(1000), pairs.cluster_rows_item(np.arange(1000))]
+    chosen = pairs.sampled(3, items, 1000, cluster_modulus=1)
+    assert chosen[1000:].all() and chosen[:1000].sum() < 20
+
+
+def test_cluster_field_memory_sizes():
+    assert memory.listpack_cluster_bytes(np.array([5, 123])).tolist() == [4, 6]  # "c5", "c123"
+    assert memory.hashtable_cluster_bytes(np.array([5, 10**9])).tolist() == [32 + 8, 32 + 16]
+
+
+def _manifest(**changes):
+    fields = dict(version=VERSION, model_version="m1", codec="fp16", dim=64,
+                  interval_start="2026-01-05T10:00:00+00:00",
+                  interval_end="2026-01-05T11:00:00+00:00", pairs=10, users=2,
+                  digest="ab" * 16, ttl_s=10800, state="complete")
+    fields.update(changes)
+    return Manifest(**fields)
+
+
+def test_manifest_fallback_fields_are_pinned():
+    manifest = _manifest(fallback="cluster", clusters=3, cluster_pairs=6, item_clusters=40,
+                         item_cluster_chunks=1)
+    fields = manifest.to_fields()
+    assert {k: fields[k] for k in ("fallback", "clusters", "cluster_pairs", "item_clusters",
+                                   "item_cluster_chunks", "format")} == {
+        "fallback": "cluster", "clusters": "3", "cluster_pairs": "6", "item_clusters": "40",
+        "item_cluster_chunks": "1", "format": "1"}
+    parsed = Manifest.from_fields({k.encode(): v.encode() for k, v in fields.items()})
+    assert parsed == manifest and parsed.has_clusters
+
+
+def test_a_manifest_without_the_level_has_no_fallback_fields():
+    fields = _manifest().to_fields()
+    assert "fallback" not in fields and "clusters" not in fields
+    parsed = Manifest.from_fields(fields)
+    assert not parsed.has_clusters and parsed.item_cluster_chunks == 0
+    with pytest.raises(CacheFormatError, match="fallback"):
+        Manifest.from_fields({**fields, "fallback": "users"})
+
+
+def test_version_id_hashes_the_fallback_only_when_there_is_one():
+    plain = version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16)
+    assert version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16, "") == plain
+    assert version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16, "cd" * 20) != plain
+
+
+def test_item_clusters_lookup():
+    table = ItemClusters(np.array([2, 5, 9], np.int64), np.array([1, 0, 1], np.int32))
+    assert table.of(np.array([9, 1, 5, 10, 2])).tolist() == [1, -1, 0, -1, 1]
+    clusters, distinct, fields = table.fields(np.array([9, 1, 2, 5]))
+    assert clusters.tolist() == [1, -1, 1, 0] and distinct.tolist() == [0, 1]
+    assert fields == ["c0", "c1"]
+    empty = ItemClusters(np.zeros(0, np.int64), np.zeros(0, np.int32))
+    assert empty.of(np.array([1])).tolist() == [-1]
+
+
+def test_merge_fills_exact_misses_from_their_cluster():
+    codec = Codec("fp16", 2)
+    exact = [b"\x00\x3c\x00\x3c", None, None, None, None]  # [1, 1], then four misses
+    embeddings, hit, _ = codec.decode(exact, np.array([9.0, 9.0], np.float32))
+    clusters = np.array([0, 0, 1, -1, 2])
+    distinct = np.array([0, 1, 2])
+    values = [b"\x00\x40\x00\x40", None, b"\x00"]  # c0 = [2, 2]; c1 absent; c2 malformed
+    level, rows, corrupt = merge_clusters(codec, embeddings, hit, clusters, distinct, values)
+    assert level.tolist() == [Level.EXACT, Level.CLUSTER, Level.MISS, Level.MISS, Level.MISS]
+    assert embeddings.tolist() == [[1, 1], [2, 2], [9, 9], [9, 9], [9, 9]]
+    assert (rows, corrupt) == (1, 1) and hit.tolist() == [True, False, False, False, False]
