@@ -25,8 +25,10 @@ from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout, join
 from solaris_lib.simulate.config import WorldConfig
 
 log = logging.getLogger("solaris.demo")
-DEMO_WORLD = WorldConfig(users=1500, items=2000, days=6, seed=7)
-DEMO_INTERVALS = 3
+DEMO_WORLD = WorldConfig(users=1200, items=1500, days=5, seed=7)
+DEMO_INTERVALS = 2
+# embedded defaults of the demo (a variable already set in the environment wins)
+DEMO_SETTINGS = {"SOLARIS_FOUNDATION_PRESET": "small", "SOLARIS_SPECULATE_BUDGET_PER_USER": "100"}
 FIRST_HOUR = 10  # precompute from 10:00 on the last simulated day (a busy hour)
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,6 +177,8 @@ def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> st
 def main() -> int:
     configure_logging(verbose=False)
     started = time.perf_counter()
+    for key, value in DEMO_SETTINGS.items():
+        os.environ.setdefault(key, value)
     settings = load_settings()
     layout = DataLayout.from_settings(settings)
     simulate(layout, DEMO_WORLD)
