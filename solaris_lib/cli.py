@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "solaris_lib.logs.commands",
     "solaris_lib.cache.commands",
     "solaris_lib.model.commands",
+    "solaris_lib.speculation.commands",
 )
 
 

@@ -1,1 +1,2 @@
-"""Metrics of DESIGN.md, defined once: speculation quality and serving quality."""
+"""Metrics of DESIGN.md, defined once and reused by every stage and report: speculation
+quality (``speculation``), serving quality (``serving``) and plots."""

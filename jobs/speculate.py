@@ -1,0 +1,58 @@
+"""spark-submit entrypoint: the pairs the interval after this one will score, under budgets.
+
+    spark-submit jobs/speculate.py --start 2026-01-05T10:00 --end 2026-01-05T11:00 \
+        [--budget-per-user 200] [--global-budget N] [--scorer auto|learned|heuristic]
+
+Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors at or
+before KEY, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
+``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from solaris_lib.config import load_settings
+from solaris_lib.errors import SolarisError
+from solaris_lib.layout import DataLayout
+from solaris_lib.sparkutil import get_spark
+from solaris_lib.speculation.config import SpeculateConfig
+from solaris_lib.speculation.jobargs import base_parser, configure_job_logging, interval_of
+from solaris_lib.speculation.misses import misses_frame, read_misses
+from solaris_lib.speculation.pipeline import run_speculate
+
+log = logging.getLogger("solaris.jobs.speculate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--budget-per-user", type=int, default=200, help="pairs kept per user")
+    parser.add_argument("--global-budget", type=int, default=None, help="pairs kept in total")
+    parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
+    parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
+    args = parser.parse_args(argv)
+    configure_job_logging()
+    try:
+        interval = interval_of(args)
+        config = SpeculateConfig(budget_per_user=args.budget_per_user,
+                                 global_budget=args.global_budget, scorer=args.scorer)
+        settings = load_settings()
+        layout = DataLayout.from_settings(settings)
+        spark = get_spark("solaris-speculate")
+        try:
+            rows = None if args.no_misses else read_misses(
+                settings.redis_url, settings.redis_key_prefix, interval)
+            report = run_speculate(spark, layout, interval, config, misses_frame(spark, rows))
+        finally:
+            spark.stop()
+    except SolarisError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    sys.stdout.write(json.dumps(report) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""spark-submit entrypoint: ALS retrieval factors over the lookback window of one interval.
+
+    spark-submit jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d]
+
+Writes ``retrieval/interval=KEY/{users,items}`` (id, factor array<float>) under
+``SOLARIS_DATA_ROOT``. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from solaris_lib.config import load_settings
+from solaris_lib.errors import SolarisError
+from solaris_lib.layout import DataLayout
+from solaris_lib.sparkutil import get_spark
+from solaris_lib.speculation.config import RetrievalConfig
+from solaris_lib.speculation.jobargs import (
+    base_parser,
+    configure_job_logging,
+    interval_of,
+    lookback_of,
+)
+from solaris_lib.speculation.pipeline import run_retrieval
+
+log = logging.getLogger("solaris.jobs.train_retrieval")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rank", type=int, default=32, help="factor dimension")
+    parser.add_argument("--max-iter", type=int, default=10, help="ALS sweeps")
+    args = parser.parse_args(argv)
+    configure_job_logging()
+    try:
+        interval = interval_of(args)
+        config = RetrievalConfig(lookback=lookback_of(args), rank=args.rank, max_iter=args.max_iter)
+        layout = DataLayout.from_settings(load_settings())
+        spark = get_spark("solaris-train-retrieval")
+        try:
+            users = run_retrieval(spark, layout, interval, config)
+        finally:
+            spark.stop()
+    except SolarisError as exc:
+        log.error("%s", exc)
+        return exc.exit_code
+    sys.stdout.write(json.dumps({"interval": interval.key, "users": users}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Candidate (user, item) pairs from several sources, each tagged, with the scorer's raw inputs.
+
+All sources draw from the mined tables of one ``asof`` time (the end of the history window):
+
+=============== ==================================================================================
+repeat          pairs the user was scored on in the lookback window (pair_stats)
+faiss           the user's nearest live items by ALS factor (see :mod:`faiss_index`)
+cooccurrence    neighbours (shared users) of the user's most recent items
+popular         the most popular live items (decayed row count), offered to every known user
+miss            pairs the online client reported as misses (Redis stream, when present)
+=============== ==================================================================================
+
+Only known users (in ``user_stats``) and live items (seen within ``live_window`` before
+``asof``) are candidates; repeats of items that are no longer live are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from solaris_lib.speculation.config import SpeculateConfig
+
+log = logging.getLogger(__name__)
+
+_RECENT_ITEMS_PER_USER = 20
+
+
+@dataclass
+class Mined:
+    """The mined tables of one ``asof`` (DataFrames) and the optional retrieval factors."""
+
+    asof: datetime
+    pair_stats: object
+    item_stats: object
+    user_stats: object
+    cooccurrence: object
+    user_factors: object = None
+    item_factors: object = None
+
+
+@dataclass
+class CandidateSet:
+    """Tagged candidates ``(user_id, item_id, sources, source feature columns)`` and FAISS facts."""
+
+    pairs: object
+    faiss_kind: str | None = None
+    faiss_recall: float | None = None
+
+
+def live_items(mined: Mined, config: SpeculateConfig):
+    """item_stats rows of items seen within ``live_window`` before ``asof``."""
+    from pyspark.sql import functions as F
+
+    cutoff = mined.asof.timestamp() - config.live_window.total_seconds()
+    return mined.item_stats.filter(F.col("last_seen").cast("double") >= F.lit(cutoff))
+
+
+def repeat_candidates(mined: Mined, live):
+    from pyspark.sql import functions as F
+
+    return mined.pair_stats.join(live.select("item_id"), "item_id").select(
+        "user_id", "item_id", F.lit("repeat").alias("source"), F.lit(None).cast("double").alias("v")
+    )
+
+
+def popular_candidates(mined: Mined, live, n: int):
+    """The ``n`` live items with the largest decayed counts (ties: smaller id), for every user."""
+    from pyspark.sql import functions as F
+
+    top = live.orderBy(F.col("decayed").desc(), "item_id").limit(n).select("item_id")
+    users = mined.user_stats.select("user_id")
+    return users.crossJoin(F.broadcast(top)).select(
+        "user_id", "item_id", F.lit("popular").alias("source"), F.lit(None).cast("double").alias("v")
+    )
+
+
+def cooccurrence_candidates(mined: Mined, live, per_user: int):
+    """Neighbours of the user's recent items, scored by sum(shared users * recency weight)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    recent = Window.partitionBy("user_id").orderBy(F.col("decayed").desc(), "item_id")
+    seeds = (
+        mined.pair_stats.withColumn("_n", F.row_number().over(recent))
+        .filter(F.col("_n") <= _RECENT_ITEMS_PER_USER)
+        .select("user_id", "item_id", F.col("decayed").alias("w"))
+    )
+    neighbours = seeds.join(mined.cooccurrence, "item_id").join(
+        live.select(F.col("item_id").alias("neighbor_id")), "neighbor_id"
+    )
+    scored = neighbours.groupBy("user_id", "neighbor_id").agg(
+        F.sum(F.col("users") * F.col("w")).alias("v")
+    )
+    best = Window.partitionBy("user_id").orderBy(F.col("v").desc(), "neighbor_id")
+    return (
+        scored.withColumn("_n", F.row_number().over(best))
+        .filter(F.col("_n") <= per_user)
+        .select("user_id", F.col("neighbor_id").alias("item_id"),
+                F.lit("cooccurrence").alias("source"), F.col("v").cast("double"))
+    )
+
+
+def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
+    """(candidates, kind, recall): nearest live items to each known user's ALS factor."""
+    import numpy as np
+
+    from solaris_lib.speculation.faiss_index import build_index, search_users
+
+    if mined.user_factors is None or mined.item_factors is None:
+        log.info("no retrieval factors: the faiss source is skipped")
+        return None, None, None
+    items = mined.item_factors.join(live.select("item_id"), "item_id").orderBy("item_id")
+    frame = items.toPandas()
+    if frame.empty:
+        return None, None, None
+    vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
+    users = mined.user_factors.join(mined.user_stats.select("user_id"), "user_id")
+    sample = users.orderBy("user_id").limit(500).toPandas()
+    queries = np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
+    built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
+                        exact_threshold=config.exact_threshold, k=config.faiss_count(),
+                        queries=queries, seed=config.seed)
+    found = search_users(spark, users, built, config.faiss_count())
+    from pyspark.sql import functions as F
+
+    tagged = found.select("user_id", "item_id", F.lit("faiss").alias("source"),
+                          F.col("faiss_score").alias("v"))
+    return tagged, built.kind, built.recall
+
+
+def miss_candidates(mined: Mined, misses, live):
+    """Reported misses (user_id, item_id) of known users and live items."""
+    from pyspark.sql import functions as F
+
+    counted = misses.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).cast("double").alias("v"))
+    return counted.join(mined.user_stats.select("user_id"), "user_id").join(
+        live.select("item_id"), "item_id"
+    ).select("user_id", "item_id", F.lit("miss").alias("source"), "v")
+
+
+def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> CandidateSet:
+    """Union of the enabled sources, one row per (user, item) with its sources and source values."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    live = live_items(mined, config).cache()
+    parts, kind, recall = [], None, None
+    if "repeat" in config.sources:
+        parts.append(repeat_candidates(mined, live))
+    if "popular" in config.sources:
+        parts.append(popular_candidates(mined, live, config.popular_count()))
+    if "cooccurrence" in config.sources:
+        parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
+    if "faiss" in config.sources:
+        found, kind, recall = faiss_candidates(spark, mined, live, config)
+        if found is not None:
+            parts.append(found)
+    if "miss" in config.sources and misses is not None:
+        parts.append(miss_candidates(mined, misses, live))
+    if not parts:
+        schema = "user_id long, item_id long, source string, v double"
+        parts.append(spark.createDataFrame([], schema))
+    union = reduce(lambda a, b: a.unionByName(b), parts)
+    pivot = union.groupBy("user_id", "item_id").agg(
+        F.sort_array(F.collect_set("source")).alias("sources"),
+        F.max(F.when(F.col("source") == "faiss", F.col("v"))).alias("faiss_score"),
+        F.max(F.when(F.col("source") == "cooccurrence", F.col("v"))).alias("cooc_score"),
+        F.max(F.when(F.col("source") == "miss", F.col("v"))).alias("miss_count"),
+    )
+    return CandidateSet(pivot, kind, recall)

@@ -1,0 +1,78 @@
+"""Typed knobs of the speculation stages (frozen; unknown keys rejected)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SOURCES = ("repeat", "faiss", "cooccurrence", "popular", "miss")
+
+
+class MineConfig(BaseModel):
+    """What ``mine`` computes over ``[end - lookback, end)``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lookback: timedelta = Field(timedelta(days=28), description="History window before the end.")
+    max_history: int = Field(200, ge=1, description="Newest events kept per user history.")
+    half_life: timedelta = Field(
+        timedelta(days=3), description="Half-life of the time-decayed pair and item counts."
+    )
+    trend_window: timedelta = Field(
+        timedelta(days=1), description="Recent window whose rate, over the lookback's, is the trend."
+    )
+    cooc_items_per_user: int = Field(
+        40, ge=1, description="A user's most-scored items that enter co-occurrence counting."
+    )
+    cooc_top_n: int = Field(20, ge=1, description="Neighbours kept per item in co-occurrence.")
+
+
+class RetrievalConfig(BaseModel):
+    """ALS (implicit feedback) over the lookback window."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lookback: timedelta = Field(timedelta(days=28), description="Training window before the end.")
+    rank: int = Field(32, ge=2, description="Factor dimension.")
+    max_iter: int = Field(10, ge=1, description="ALS sweeps.")
+    reg: float = Field(0.1, ge=0, description="L2 regularisation.")
+    alpha: float = Field(10.0, gt=0, description="Confidence scale of implicit counts.")
+    seed: int = Field(7, description="Seed of ALS's initial factors.")
+
+
+class SpeculateConfig(BaseModel):
+    """Candidate sources, the scorer and the budgets of ``speculate``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget_per_user: int = Field(200, ge=1, description="Most pairs kept per user.")
+    global_budget: int | None = Field(
+        None, ge=1, description="Most pairs kept in total (highest scores win); None: no cap."
+    )
+    sources: tuple[str, ...] = Field(SOURCES, description="Candidate sources to use.")
+    faiss_k: int = Field(0, ge=0, description="Nearest live items per user from FAISS; 0: budget.")
+    exact_threshold: int = Field(
+        50_000, ge=1, description="Live catalogues up to this size use exact IndexFlatIP; above, IVF."
+    )
+    popular_n: int = Field(
+        0, ge=0, description="Popular/trending items offered to every user; 0: budget_per_user."
+    )
+    cooc_per_user: int = Field(
+        0, ge=0, description="Co-occurrence candidates kept per user; 0: budget_per_user."
+    )
+    live_window: timedelta = Field(
+        timedelta(days=2), description="Items seen within this window before the end are live."
+    )
+    scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
+                        description="auto: learned when a labelled previous interval exists.")
+    seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")
+
+    def popular_count(self) -> int:
+        return self.popular_n or self.budget_per_user
+
+    def faiss_count(self) -> int:
+        return self.faiss_k or self.budget_per_user
+
+    def cooc_count(self) -> int:
+        return self.cooc_per_user or self.budget_per_user

@@ -1,0 +1,155 @@
+"""The per-interval runs of mine, retrieval and speculate (what the jobs and the CLI call).
+
+The run for ``[s, e)``:
+
+* ``mine`` reads ``[e - lookback, e)`` and writes ``mined/<table>/interval=KEY``.
+* ``retrieval`` reads the same window and writes ``retrieval/interval=KEY/{users,items}``.
+* ``speculate`` predicts the pairs of ``[e, e + (e - s))`` from the mined tables of ``KEY``, the
+  newest complete retrieval partition whose key is <= ``KEY``, and the misses of ``[s, e)``. Its
+  scorer is trained on the previous interval ``[s - L, s)`` when that interval's mined tables
+  exist: candidates as of ``s``, labels = the pairs logged in ``[s, e)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from solaris_lib.errors import EmptyInputError
+from solaris_lib.intervals import Interval
+from solaris_lib.layout import MINED, RETRIEVAL, SPECULATED, DataLayout, join
+from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.speculation import mine as mining
+from solaris_lib.speculation import scorer
+from solaris_lib.speculation.candidates import Mined, gather
+from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
+from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
+
+log = logging.getLogger(__name__)
+
+OUTPUT_COLUMNS = ("user_id", "item_id", "score", "sources")
+
+
+@dataclass
+class SpeculationResult:
+    """The chosen pairs (user_id, item_id, score, sources) and facts about the run."""
+
+    pairs: object
+    ranked: object  # pairs plus ``rank`` (1 = the user's best), for coverage-vs-budget curves
+    scorer: str  # "learned" | "heuristic"
+    faiss_kind: str | None
+    faiss_recall: float | None
+    candidates: int
+
+
+def history_window(end: datetime, lookback) -> Interval:
+    return Interval(end - lookback, end)
+
+
+def mined_in_memory(spark, logs, end: datetime, config: MineConfig, factors=(None, None)) -> Mined:
+    """Mine ``logs`` (already windowed) into cached DataFrames without writing them."""
+    tables = {k: v.cache() for k, v in mining.mine(logs, end, config).items()}
+    return Mined(end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
+                 tables["cooccurrence"], *factors)
+
+
+def run_mine(spark, layout: DataLayout, interval: Interval, config: MineConfig) -> dict[str, int]:
+    """Mine the lookback window ending at ``interval.end``; returns rows written per table."""
+    window = history_window(interval.end, config.lookback)
+    logs = read_window_spark(spark, layout.logs, window).cache()
+    tables = mining.mine(logs, interval.end, config)
+    written = {}
+    for name, df in tables.items():
+        path = layout.output(MINED, interval, name)
+        written[name] = write_partition(df, path, mining.SORT_KEYS[name])
+    logs.unpersist()
+    return written
+
+
+def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
+    """The mined tables of ``interval`` plus the newest retrieval factors at or before it."""
+    tables = {name: read_partition(spark, layout.output(MINED, interval, name))
+              for name in ("pair_stats", "item_stats", "user_stats", "cooccurrence")}
+    users, items = load_factors(spark, layout, interval)
+    return Mined(interval.end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
+                 tables["cooccurrence"], users, items)
+
+
+def load_factors(spark, layout: DataLayout, interval: Interval):
+    """(user_factors, item_factors) of the newest complete retrieval partition <= interval."""
+    key = newest_key_at_or_before(layout.stage_root(RETRIEVAL), interval)
+    if key is None:
+        log.info("no retrieval factors at or before %s: faiss candidates skipped", interval.key)
+        return None, None
+    base = join(layout.stage_root(RETRIEVAL), f"interval={key}")
+    log.info("retrieval factors of %s", key)
+    return spark.read.parquet(join(base, "users")), spark.read.parquet(join(base, "items"))
+
+
+def run_retrieval(spark, layout: DataLayout, interval: Interval, config: RetrievalConfig) -> int:
+    """Train ALS on the lookback window ending at ``interval.end``; returns users with factors."""
+    from solaris_lib.speculation.retrieval import train_als
+    from solaris_lib.storage import atomic_folder
+
+    logs = read_window_spark(spark, layout.logs, history_window(interval.end, config.lookback))
+    users, items = train_als(logs, config)
+    if users is None:
+        users = spark.createDataFrame([], "user_id long, factor array<float>")
+        items = spark.createDataFrame([], "item_id long, factor array<float>")
+    users, items = users.orderBy("user_id").cache(), items.orderBy("item_id").cache()
+    count = users.count()
+    with atomic_folder(layout.output(RETRIEVAL, interval)) as staging:
+        users.coalesce(1).write.mode("overwrite").parquet(join(staging, "users"))
+        items.coalesce(1).write.mode("overwrite").parquet(join(staging, "items"))
+    log.info("retrieval %s: %d user and %d item factors", interval.key, count, items.count())
+    return count
+
+
+def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=None,
+                     misses=None) -> SpeculationResult:
+    """Choose the pairs to precompute from ``mined``.
+
+    ``train_on``: (Mined as of the previous interval's end, log rows of the interval that
+    followed it) to fit the learned scorer; None or ``config.scorer == "heuristic"``: heuristic.
+    """
+    started = time.monotonic()
+    model = None
+    if train_on is not None and config.scorer != "heuristic":
+        past, future = train_on
+        past_candidates = gather(spark, past, config).pairs
+        labelled = scorer.label(scorer.add_features(past_candidates, past), future).cache()
+        model = scorer.train(labelled, seed=config.seed)
+        labelled.unpersist()
+    elif config.scorer == "learned":
+        log.warning("no labelled previous interval: the heuristic scorer is used")
+    found = gather(spark, mined, config, misses)
+    features = scorer.add_features(found.pairs, mined).cache()
+    candidates = features.count()
+    scored = scorer.score(features, model)
+    chosen = scorer.apply_budgets(scored, config.budget_per_user, config.global_budget)
+    pairs = chosen.select(*OUTPUT_COLUMNS)
+    log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
+             "learned" if model else "heuristic", time.monotonic() - started)
+    return SpeculationResult(pairs, chosen, "learned" if model else "heuristic", found.faiss_kind,
+                             found.faiss_recall, candidates)
+
+
+def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,
+                  misses=None) -> dict:
+    """Speculate for the interval after ``interval`` and write ``speculated/interval=KEY``."""
+    mined = load_mined(spark, layout, interval)
+    train_on = None
+    previous = interval.previous()
+    try:
+        past = load_mined(spark, layout, previous)
+        future = read_window_spark(spark, layout.logs, interval)
+        train_on = (past, future)
+    except EmptyInputError as exc:
+        log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
+    result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
+    rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"])
+    return {"interval": interval.key, "pairs": rows, "scorer": result.scorer,
+            "candidates": result.candidates, "faiss_index": result.faiss_kind,
+            "faiss_recall": result.faiss_recall}

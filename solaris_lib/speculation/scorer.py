@@ -1,0 +1,181 @@
+"""Score candidates: P(pair is scored in the next interval), learned or heuristic; apply budgets.
+
+Features (all doubles, computed at ``asof``; absent statistics are 0):
+
+================ ==================================================================================
+pair_n           log1p(times the pair was scored in the lookback)
+pair_decayed     log1p(decayed pair count)
+pair_recency     exp(-days since the pair was last scored); 0 for new pairs
+pair_clicks      log1p(clicks on the pair)
+item_pop         log1p(decayed item count)
+item_trend       log(item trend): recent rate over window rate
+item_recency     exp(-hours since the item was last scored / 6)
+item_age         log1p(hours since the item was first scored)
+user_act         log1p(decayed request count of the user)
+p_pop            1 - exp(-decayed user requests * item share of requests): chance a popular item
+                 reaches this user's requests
+p_rep            1 - exp(-decayed pair count)
+als              ALS inner product of the pair's factors (0 without factors)
+faiss            1 when FAISS retrieved the pair, else 0
+cooc             log1p(co-occurrence score)
+miss             log1p(reported misses)
+================ ==================================================================================
+
+**Heuristic** (used when no labelled previous interval exists): the chance that at least one
+source fires, treating them as independent,
+``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
+
+**Learned**: Spark MLlib logistic regression on these features, trained on the candidates of the
+previous interval with label 1 when the pair was scored in the interval that followed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from solaris_lib.speculation.candidates import Mined
+
+log = logging.getLogger(__name__)
+
+FEATURES = (
+    "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
+    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "faiss", "cooc", "miss",
+)
+
+
+def add_features(candidates, mined: Mined):
+    """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic."""
+    from pyspark.sql import functions as F
+
+    t = float(mined.asof.timestamp())
+    total_requests = mined.user_stats.agg(F.sum("decayed_requests")).first()[0] or 1.0
+    pairs = mined.pair_stats.select(
+        "user_id", "item_id", "times_scored", "clicks", F.col("decayed").alias("pd"),
+        F.col("last_seen").cast("double").alias("pl"),
+    )
+    items = mined.item_stats.select(
+        "item_id", F.col("decayed").alias("idec"), "trend",
+        F.col("last_seen").cast("double").alias("il"), F.col("first_seen").cast("double").alias("if"),
+    )
+    users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
+    df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
+    df = df.join(F.broadcast(users), "user_id", "left")
+    df = with_als_score(df, mined).fillna(0.0, subset=["pd", "ur", "idec", "als"])
+    expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
+    columns = {
+        "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
+        "pair_decayed": F.log1p("pd"),
+        "pair_recency": F.coalesce(F.exp(-(F.lit(t) - F.col("pl")) / 86400.0), F.lit(0.0)),
+        "pair_clicks": F.log1p(F.coalesce(F.col("clicks"), F.lit(0))),
+        "item_pop": F.log1p("idec"),
+        "item_trend": F.log(F.coalesce(F.col("trend"), F.lit(1.0))),
+        "item_recency": F.coalesce(F.exp(-(F.lit(t) - F.col("il")) / 21600.0), F.lit(0.0)),
+        "item_age": F.log1p(F.coalesce((F.lit(t) - F.col("if")) / 3600.0, F.lit(0.0))),
+        "user_act": F.log1p("ur"),
+        "p_pop": 1.0 - F.exp(-expected),
+        "p_rep": 1.0 - F.exp(-F.col("pd")),
+        "als": F.col("als"),
+        "faiss": F.col("faiss_score").isNotNull().cast("double"),
+        "cooc": F.log1p(F.coalesce(F.col("cooc_score"), F.lit(0.0))),
+        "miss": F.log1p(F.coalesce(F.col("miss_count"), F.lit(0.0))),
+    }
+    df = df.select("user_id", "item_id", "sources",
+                   *[c.cast("double").alias(name) for name, c in columns.items()])
+    return df.withColumn("heuristic", heuristic_score())
+
+
+def with_als_score(df, mined: Mined):
+    """Add ``als``: the inner product of the pair's ALS factors (null when either is missing)."""
+    from pyspark.sql import functions as F
+
+    if mined.user_factors is None or mined.item_factors is None:
+        return df.withColumn("als", F.lit(0.0))
+    users = mined.user_factors.select("user_id", F.col("factor").alias("uf"))
+    items = mined.item_factors.select("item_id", F.col("factor").alias("vf"))
+    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
+    dot = F.aggregate(F.zip_with("uf", "vf", lambda x, y: x * y), F.lit(0.0),
+                      lambda acc, v: acc + v.cast("double"))
+    return joined.withColumn("als", dot).drop("uf", "vf")
+
+
+def heuristic_score():
+    """Column: the documented fallback score (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    faiss = F.least(F.greatest(F.col("als"), F.lit(0.0)), F.lit(1.0)) * F.col("faiss")
+    keep = (
+        (1.0 - F.col("p_rep")) * (1.0 - F.col("p_pop")) * (1.0 - 0.5 * faiss)
+        * (1.0 - 0.2 * (F.col("cooc") > 0).cast("double"))
+        * (1.0 - 0.5 * (F.col("miss") > 0).cast("double"))
+    )
+    return (1.0 - keep).cast("double")
+
+
+def label(features, future_logs):
+    """Add ``label`` 1.0 when the pair occurs in ``future_logs``, else 0.0."""
+    from pyspark.sql import functions as F
+
+    seen = future_logs.select("user_id", "item_id").distinct().withColumn("label", F.lit(1.0))
+    return features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["label"])
+
+
+def train(labelled, seed: int = 7, max_rows: int = 500_000):
+    """Fit logistic regression on labelled candidates; returns the fitted pipeline model or None.
+
+    None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
+    sampled (seeded) to bound training time.
+    """
+    from pyspark.ml import Pipeline
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.feature import VectorAssembler
+
+    counts = {r["label"]: r["count"] for r in labelled.groupBy("label").count().collect()}
+    positives, total = counts.get(1.0, 0), sum(counts.values())
+    if positives == 0 or positives == total:
+        log.warning("training labels are one class (%d of %d positive): no learned scorer",
+                    positives, total)
+        return None
+    if total > max_rows:
+        labelled = labelled.sample(False, max_rows / total, seed)
+    labelled = labelled.select("label", *FEATURES).cache()
+    pipeline = Pipeline(stages=[
+        VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
+        LogisticRegression(featuresCol="features", labelCol="label", maxIter=30, regParam=1e-4),
+    ])
+    model = pipeline.fit(labelled)
+    labelled.unpersist()
+    lr = model.stages[-1]
+    log.info("learned scorer on %d candidates (%.1f%% positive): %s", total,
+             100.0 * positives / total,
+             ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, lr.coefficients, strict=True)))
+    return model
+
+
+def score(features, model):
+    """Add ``score`` (double in [0, 1]): the model's probability, or the heuristic when None."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    if model is None:
+        return features.withColumn("score", F.col("heuristic"))
+    scored = model.transform(features)
+    return scored.withColumn("score", vector_to_array("probability")[1].cast("double")).drop(
+        "features", "rawPrediction", "probability", "prediction"
+    )
+
+
+def apply_budgets(scored, per_user: int, global_cap: int | None):
+    """Keep each user's ``per_user`` best pairs, then the ``global_cap`` best overall.
+
+    Ties break on item id then user id, so the selection is deterministic.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    best = Window.partitionBy("user_id").orderBy(F.col("score").desc(), "item_id")
+    kept = scored.withColumn("rank", F.row_number().over(best)).filter(F.col("rank") <= per_user)
+    if global_cap is not None:
+        kept = kept.orderBy(F.col("score").desc(), "user_id", "item_id").limit(global_cap)
+    return kept
+
+

@@ -1,0 +1,73 @@
+"""``solaris speculation-eval`` end to end on a tiny world and on logs of other shapes."""
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from solaris_lib.cli import main
+from solaris_lib.simulate.config import WorldConfig
+from tests.integration.speculation.builders import T0, row, write_logs
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+KEYS = {"coverage", "coverage_all", "waste", "pairs_precomputed", "budget_per_user",
+        "mean_future_pairs_per_user", "baselines"}
+
+
+def _run(capsys, *args) -> dict:
+    assert main(["speculation-eval", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_on_a_tiny_world(tiny_world, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLARIS_SPARK_MASTER", "local[2]")
+    cutoff = WorldConfig().start + timedelta(days=2)
+    report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
+                  "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
+                  "--out", str(tmp_path / "out"))
+    assert KEYS <= set(report)
+    assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
+    assert 0.3 < report["coverage"] <= 1.0
+    assert report["coverage"] >= max(report["baselines"].values())
+    assert report["budget_per_user"] == 60
+    assert (tmp_path / "out" / "coverage_vs_budget.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "speculated" / "_SUCCESS").exists()
+
+
+def _interaction_log():
+    """One row per interaction (like a ratings log): no positions or clicks, no repeated pairs,
+    and users 90+ who appear only after the cutoff."""
+    rows, n = [], 0
+    for user in range(30):
+        for k in range(12):
+            item = (user * 3 + k * 5) % 60
+            rows.append(row(f"q{n}", k * 7.0 + user * 0.1, user, item))
+            n += 1
+    for user in range(90, 95):
+        rows.append(row(f"q{n}", 100.0, user, 1))
+        n += 1
+    return rows
+
+
+def test_on_interaction_logs_without_repeats_or_clicks(tmp_path, capsys):
+    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
+    cutoff = T0 + timedelta(hours=60)
+    report = _run(capsys, "--logs", str(root), "--cutoff", cutoff.isoformat(), "--horizon", "2d",
+                  "--lookback", "10d", "--budget-per-user", "10")
+    assert KEYS <= set(report)
+    assert report["coverage_all"] < report["coverage"] or report["coverage"] == 0.0
+    assert report["pairs_precomputed"] <= 30 * 10
+
+
+def test_cutoff_before_any_log_is_a_clear_empty_result(tmp_path, capsys):
+    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
+    report = _run(capsys, "--logs", str(root), "--cutoff", (T0 - timedelta(days=1)).isoformat(),
+                  "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "5")
+    assert report["pairs_precomputed"] == 0 and report["coverage"] is None
+    assert "no history" in report["note"]
+
+
+def test_missing_folder_exits_2(tmp_path):
+    assert main(["speculation-eval", "--logs", str(tmp_path / "nope"), "--cutoff", "2026-01-05",
+                 "--budget-per-user", "5"]) == 2

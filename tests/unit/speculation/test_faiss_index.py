@@ -1,0 +1,45 @@
+"""The FAISS index against a brute-force reference: exact below the threshold, tuned IVF above."""
+
+import numpy as np
+import pytest
+
+from solaris_lib.speculation.faiss_index import (
+    RECALL_TARGET,
+    build_index,
+    exact_top_k,
+    load_index,
+    recall_at_k,
+)
+
+
+def _data(n=3000, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, d)).astype(np.float32),
+            rng.normal(size=(200, d)).astype(np.float32), np.arange(n, dtype=np.int64) * 7 + 3)
+
+
+def test_exact_top_k_matches_sorting():
+    vectors, queries, _ = _data(n=50)
+    top = exact_top_k(vectors, queries[:3], 5)
+    for q, row in zip(queries[:3], top, strict=True):
+        assert list(row) == list(np.argsort(-(vectors @ q), kind="stable")[:5])
+
+
+def test_recall_counts_shared_ids():
+    assert recall_at_k(np.array([[1, 2, -1]]), np.array([[2, 3, 1]])) == pytest.approx(2 / 3)
+
+
+def test_flat_index_is_exact_with_ids():
+    vectors, queries, ids = _data(n=500)
+    built = build_index(ids, vectors, exact_threshold=1000, k=10)
+    assert (built.kind, built.recall) == ("flat", None)
+    _, found = load_index(built.blob, built.nprobe).search(queries, 10)
+    assert (found == ids[exact_top_k(vectors, queries, 10)]).all()
+
+
+def test_ivf_index_reaches_recall_target():
+    vectors, queries, ids = _data()
+    built = build_index(ids, vectors, exact_threshold=1000, k=20, queries=queries)
+    assert built.kind == "ivf" and built.recall >= RECALL_TARGET
+    _, found = load_index(built.blob, built.nprobe).search(queries, 20)
+    assert recall_at_k(found, ids[exact_top_k(vectors, queries, 20)]) >= RECALL_TARGET - 0.02

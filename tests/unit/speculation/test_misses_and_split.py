@@ -1,0 +1,43 @@
+"""Parsing of miss-stream entries and the choice of the scorer's training split."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from solaris_lib.errors import ConfigError
+from solaris_lib.speculation.evaluate import EvalRequest, training_split
+from solaris_lib.speculation.misses import parse_entry
+
+T = datetime(2026, 1, 12, tzinfo=UTC)
+
+
+def test_parse_entry_bytes_and_text():
+    assert parse_entry({b"user": b"7", b"items": b"3,4", b"ts": b"100"}) == [(7, 3, 100), (7, 4, 100)]
+    assert parse_entry({"user": "7", "items": "", "ts": "1"}) == []
+
+
+@pytest.mark.parametrize("fields", [{b"user": b"x", b"items": b"1", b"ts": b"1"},
+                                    {b"items": b"1", b"ts": b"1"}])
+def test_malformed_entries_give_no_rows(fields):
+    assert parse_entry(fields) == []
+
+
+def test_split_is_one_horizon_back_when_history_is_long():
+    assert training_split(T - timedelta(days=20), T, timedelta(days=7)) == T - timedelta(days=7)
+
+
+def test_split_is_the_history_midpoint_when_short():
+    assert training_split(T - timedelta(days=7), T, timedelta(days=7)) == T - timedelta(days=3.5)
+
+
+def test_no_split_without_history():
+    assert training_split(None, T, timedelta(days=7)) is None
+    assert training_split(T - timedelta(minutes=30), T, timedelta(days=7)) is None
+
+
+def test_request_needs_exactly_one_budget():
+    with pytest.raises(ConfigError):
+        EvalRequest("x", T, timedelta(days=1), timedelta(days=1))
+    with pytest.raises(ConfigError):
+        EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3,
+                    budget_factor=2.0)
