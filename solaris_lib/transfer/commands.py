@@ -1,0 +1,102 @@
+"""``solaris report``: the knowledge-transfer report on a held-out period of request logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from solaris_lib.intervals import parse_duration
+
+log = logging.getLogger(__name__)
+
+WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
+    "quick": ({"users": 400, "items": 600, "days": 4, "seed": 7},
+              {"interval": "12h", "ranker_days": 1.0, "test_days": 1.0, "budget_per_user": 100,
+               "clusters": 16}),
+    "demo": ({"users": 1500, "items": 2000, "days": 6, "seed": 7},
+             {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0}),
+    "default": ({"users": 2000, "items": 5000, "days": 14, "seed": 7},
+                {"interval": "6h", "ranker_days": 2.0, "test_days": 1.0}),
+}
+_OPTIONS = ("interval", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
+            "fm_preset", "seed", "threads")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="knowledge-transfer report: plain vs distilled vs SOLARIS vs the FM",
+        description="Trains the FM before the ranker period, rebuilds each interval's cache from "
+        "the previous interval's speculation run, trains the ranker variants on the same rows and "
+        "scores them on the held-out period. Last line of output: one JSON object.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--logs", help="request-log folder (dt=/hour= partitions)")
+    src.add_argument("--simulate", choices=sorted(WORLDS), default=None,
+                     help="simulate this world under OUT/world first (default: quick)")
+    p.add_argument("--out", default="var/report", help="folder for report.{json,md,png}")
+    p.add_argument("--json", action="store_true", help="print only the JSON line")
+    p.add_argument("--interval", type=parse_duration, help="cache interval length, e.g. 6h")
+    p.add_argument("--ranker-days", type=float, help="days of ranker training rows")
+    p.add_argument("--test-days", type=float, help="held-out days at the end")
+    p.add_argument("--budget-per-user", type=int, help="pairs speculated per user and interval")
+    p.add_argument("--clusters", type=int, help="k-means item clusters of the fallback")
+    p.add_argument("--fm-epochs", type=int)
+    p.add_argument("--fm-preset", help="foundation model preset (default small)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--threads", type=int, help="torch threads (default 2)")
+    p.set_defaults(handler=_report)
+
+
+def experiment_config(args, world: str | None):
+    """TransferConfig from the world's defaults overridden by the given options."""
+    from solaris_lib.transfer.config import TransferConfig
+
+    fields = dict(WORLDS[world][1]) if world else {}
+    if "interval" in fields:
+        fields["interval"] = parse_duration(fields["interval"])
+    fields.update({k: getattr(args, k) for k in _OPTIONS if getattr(args, k) is not None})
+    return TransferConfig(**fields)
+
+
+def simulate_world(name: str, out: str) -> str:
+    from pathlib import Path
+
+    from solaris_lib.simulate.config import WorldConfig
+    from solaris_lib.simulate.world import Simulator
+
+    logs = str(Path(out) / "world")
+    result = Simulator(WorldConfig(**WORLDS[name][0])).run(logs, overwrite=True)
+    log.info("simulated world %s: %d rows in %.1f s", name, result.rows, result.seconds)
+    return logs
+
+
+def _report(args) -> int:
+    from solaris_lib.config import load_settings
+    from solaris_lib.sparkutil import get_spark
+    from solaris_lib.transfer.experiment import run_experiment
+    from solaris_lib.transfer.output import transfer_table, write_outputs
+
+    world = None if args.logs else (args.simulate or "quick")
+    config = experiment_config(args, world)
+    logs = args.logs or simulate_world(world, args.out)
+    spark = get_spark("solaris-report", master=load_settings().spark_master)
+    try:
+        report = run_experiment(spark, logs, config)
+    finally:
+        spark.stop()
+    report["world"] = world
+    report["files"] = write_outputs(report, args.out)
+    if not args.json:
+        print(transfer_table(report))
+        print(f"coverage {report['coverage']:.4f}, with fallback "
+              f"{report['coverage_with_fallback']:.4f}; report in {report['files']['md']}")
+    print(json.dumps(_headline(report), default=str))
+    return 0
+
+
+def _headline(report: dict) -> dict:
+    keys = ("transfer_ratio_logloss", "transfer_ratio_auc", "transfer_ratio_logloss_fallback",
+            "transfer_ratio_auc_fallback", "coverage", "coverage_with_fallback",
+            "coverage_by_level", "logloss", "auc", "exact_hit_auc", "solaris_beats_distilled",
+            "staleness_p50_min", "staleness_p99_min", "train_rows", "test_rows", "world",
+            "seconds", "files")
+    return {k: report.get(k) for k in keys}
