@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 
@@ -80,7 +80,8 @@ def _pair_in(ref_u, ref_i, users, items) -> np.ndarray:
 class Speculator:
     """Runs the speculation pipeline for consecutive intervals in one SparkSession."""
 
-    def __init__(self, spark, logs_root: str, config: TransferConfig) -> None:
+    def __init__(self, spark, logs_root: str, config: TransferConfig,
+                 retrieval_asof: datetime) -> None:
         from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 
         self.spark, self.logs_root, self.config = spark, logs_root, config
@@ -88,7 +89,8 @@ class Speculator:
         self.als_cfg = RetrievalConfig(lookback=config.lookback, seed=config.seed)
         self.spec_cfg = SpeculateConfig(budget_per_user=config.budget_per_user, seed=config.seed)
         self._mined: dict[datetime, object] = {}
-        self._factors: dict[datetime, tuple] = {}
+        self.retrieval_asof = retrieval_asof
+        self._factors: tuple | None = None
 
     def _logs(self, start: datetime, end: datetime):
         from solaris_lib.logs.reader import read_window_spark
@@ -96,16 +98,20 @@ class Speculator:
         return read_window_spark(self.spark, self.logs_root, Interval(start, end))
 
     def factors(self, asof: datetime):
-        """ALS factors trained once per day on the lookback before that day's UTC midnight
-        (<= ``asof``): never on logs at or after ``asof``, as a daily retrieval run would."""
+        """ALS factors trained once, on the lookback before ``retrieval_asof`` (the first
+        speculation run's time), and reused by every later run: no run sees factors trained on
+        logs at or after its own time, as with a retrieval job that runs less often than
+        speculation (one ALS fit per experiment keeps the report fast)."""
         from solaris_lib.speculation.retrieval import train_als
 
-        day = asof.replace(hour=0, minute=0, second=0, microsecond=0)
-        if day not in self._factors:
-            users, items = train_als(self._logs(day - self.config.lookback, day), self.als_cfg)
-            self._factors[day] = (users.cache() if users is not None else None,
-                                  items.cache() if items is not None else None)
-        return self._factors[day]
+        if asof < self.retrieval_asof:
+            raise ValueError(f"no retrieval factors as of {asof} (trained at {self.retrieval_asof})")
+        if self._factors is None:
+            cut = self.retrieval_asof
+            users, items = train_als(self._logs(cut - self.config.lookback, cut), self.als_cfg)
+            self._factors = (users.cache() if users is not None else None,
+                             items.cache() if items is not None else None)
+        return self._factors
 
     def mined(self, asof: datetime):
         from solaris_lib.speculation.pipeline import mined_in_memory

@@ -108,7 +108,7 @@ def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
     log_users = table.column("user_id").to_numpy()
     log_items = table.column("item_id").to_numpy()
     log_ts = _ts_us(table.column("ts"))
-    speculator = Speculator(spark, logs_root, config)
+    speculator = Speculator(spark, logs_root, config, periods.split - config.interval)
     parts: dict[bool, list[RankerRows]] = {False: [], True: []}
     facts = []
     for index, interval in enumerate(periods.intervals):

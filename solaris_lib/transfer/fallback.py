@@ -135,3 +135,113 @@ def cluster_pairs(users: np.ndarray, clusters: ItemClusters) -> tuple[np.ndarray
     users = np.unique(np.asarray(users, np.int64))
     n = len(clusters.representatives)
     return np.repeat(users, n), np.tile(np.arange(n, dtype=np.int32), len(users))
+
+
+def _item_clusters_of(spark, layout, interval, k: int, buckets: int, seed: int) -> ItemClusters:
+    """Clusters from the newest retrieval factors <= ``interval`` and its mined item_stats."""
+    from solaris_lib.layout import MINED
+    from solaris_lib.speculation.io import read_partition
+    from solaris_lib.speculation.pipeline import load_factors
+
+    _, item_factors = load_factors(spark, layout, interval)
+    if item_factors is not None:
+        f = item_factors.orderBy("item_id").toArrow()
+        f_items = f.column("item_id").to_numpy()
+        vectors = (np.stack(f.column("factor").to_numpy(zero_copy_only=False)) if len(f_items)
+                   else np.zeros((0, 1), np.float32))
+    else:
+        f_items, vectors = np.zeros(0, np.int64), np.zeros((0, 1), np.float32)
+    stats = read_partition(spark, layout.output(MINED, interval, "item_stats"))
+    stats = stats.select("item_id", "popularity").orderBy("item_id").toArrow()
+    return build_item_clusters(f_items, vectors, stats.column("item_id").to_numpy(),
+                               stats.column("popularity").to_numpy(), k=k, buckets=buckets,
+                               seed=seed)
+
+
+def _embed_on_driver(spark, embedder, hist_path: str, users: np.ndarray, clusters: ItemClusters,
+                     asof_us: int):
+    """Arrow table (user_id, cluster_id, model_version, embedding) computed in this process."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from solaris_lib.cache.pairs import binary_column
+    from solaris_lib.model.examples import EventLists
+    from solaris_lib.transfer.features import embed_pairs
+
+    history = spark.read.parquet(hist_path).filter(
+        F.col("user_id").isin(
+            [int(u) for u in users])).toArrow()
+    events = EventLists.from_user_history(history)
+    pair_users, pair_clusters = cluster_pairs(users, clusters)
+    emb = embed_pairs(embedder, events, pair_users, clusters.representatives[pair_clusters],
+                      asof_us)
+    return pa.table({"user_id": pa.array(pair_users, pa.int64()),
+                     "cluster_id": pa.array(pair_clusters, pa.int32()),
+                     "model_version": pa.array([embedder.version] * len(pair_users), pa.string()),
+                     "embedding": binary_column(emb.astype("<f2"))})
+
+
+def _embed_with_spark(spark, folder: str, version: str, hist_path: str, users_df,
+                      clusters: ItemClusters, asof_us: int, batch_users: int, threads: int):
+    """DataFrame (user_id, cluster_id, model_version, embedding) by the batch-inference UDF."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.model.inference import OUTPUT_DDL, EmbedBatches
+
+    reps = [int(r) for r in clusters.representatives]
+    rep_df = spark.createDataFrame([(int(r), c) for c, r in enumerate(reps)],
+                                   "item_id long, cluster_id int")
+    hist = spark.read.parquet(hist_path).select(
+        "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
+        F.col("clicked").alias("h_clicked"))
+    grouped = users_df.select("user_id", F.array(*[F.lit(r) for r in reps]).cast(
+        "array<bigint>").alias("item_ids")).join(hist, "user_id", "left")
+    out = grouped.mapInArrow(EmbedBatches(folder, version, asof_us, batch_users, threads),
+                             OUTPUT_DDL).filter(F.col("finite"))
+    return out.join(F.broadcast(rep_df), "item_id").select(
+        "user_id", "cluster_id", "model_version", "embedding")
+
+
+def infer_cluster_embeddings(spark, settings, interval, embedder_or_version=None, *, k: int = 32,
+                             buckets: int = 4, seed: int = 7, batch_users: int = 256,
+                             threads: int = 1) -> dict:
+    """Write ``embeddings/item_clusters/interval=KEY`` and ``embeddings/cluster/interval=KEY``.
+
+    Inputs (complete partitions of ``interval``): ``speculated`` (the users to cover),
+    ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors <= it.
+    ``embedder_or_version``: a :class:`~solaris_lib.model.online.FoundationEmbedder` (computed
+    in the driver), or a model version string / None for the serving version (computed on the
+    executors by the batch-inference UDF). Embeddings are as of ``interval.end``, like the exact
+    ones. Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``model_version``.
+    """
+    from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
+    from solaris_lib.model import artefact
+    from solaris_lib.speculation.io import read_partition, write_partition
+
+    layout = DataLayout.from_settings(settings)
+    users_df = read_partition(spark, layout.output(SPECULATED, interval)).select(
+        "user_id").distinct().orderBy("user_id")
+    hist_path = layout.output(MINED, interval, "user_history")
+    read_partition(spark, hist_path)  # fails clearly when missing
+    clusters = _item_clusters_of(spark, layout, interval, k, buckets, seed)
+    asof_us = int(interval.end.timestamp() * 1_000_000)
+    items_df = spark.createDataFrame(
+        [(int(i), int(c)) for i, c in zip(clusters.item_ids, clusters.cluster_ids, strict=True)],
+        "item_id long, cluster_id int")
+    n_items = write_partition(items_df, layout.output(EMBEDDINGS, interval, ITEM_CLUSTERS_TABLE),
+                              ["item_id"])
+    if embedder_or_version is None or isinstance(embedder_or_version, str):
+        folder, version = artefact.resolve(layout.model("foundation"), embedder_or_version)
+        out = _embed_with_spark(spark, folder, version, hist_path, users_df, clusters, asof_us,
+                                batch_users, threads)
+    else:
+        users = users_df.toArrow().column("user_id").to_numpy()
+        version = embedder_or_version.version
+        out = spark.createDataFrame(_embed_on_driver(spark, embedder_or_version, hist_path,
+                                                     users, clusters, asof_us).to_pandas())
+    rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_TABLE),
+                           ["user_id", "cluster_id"])
+    report = {"users": int(users_df.count()), "clusters": len(clusters.representatives),
+              "items": n_items, "rows_written": rows, "model_version": version}
+    log.info("cluster embeddings of %s: %s", interval.key, report)
+    return report
