@@ -67,12 +67,22 @@ class ServedCache:
         return level, cluster
 
 
+_PAIR = np.dtype([("u", "<i8"), ("i", "<i8")])
+
+
+def pair_keys(users, items) -> np.ndarray:
+    """(n,) structured (user, item) keys that sort and search lexicographically (any int64)."""
+    keys = np.empty(len(users), _PAIR)
+    keys["u"], keys["i"] = users, items
+    return keys
+
+
 def _pair_in(ref_u, ref_i, users, items) -> np.ndarray:
-    """Membership of (users, items) pairs in the sorted reference pairs (vectorised)."""
+    """Membership of (users, items) pairs in the reference pairs (vectorised)."""
     if not len(ref_u):
         return np.zeros(len(users), bool)
-    ref = ref_u.astype(np.int64) * (1 << 32) + ref_i.astype(np.int64)
-    key = np.asarray(users, np.int64) * (1 << 32) + np.asarray(items, np.int64)
+    ref = np.sort(pair_keys(ref_u, ref_i))
+    key = pair_keys(users, items)
     pos = np.clip(np.searchsorted(ref, key), 0, len(ref) - 1)
     return ref[pos] == key
 

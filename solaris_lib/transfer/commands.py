@@ -19,7 +19,7 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
                 {"interval": "6h", "ranker_days": 2.0, "test_days": 1.0}),
 }
 _OPTIONS = ("interval", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
-            "fm_preset", "seed", "threads")
+            "fm_days", "fm_preset", "seed", "threads")
 
 
 def register(subparsers) -> None:
@@ -40,6 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--budget-per-user", type=int, help="pairs speculated per user and interval")
     p.add_argument("--clusters", type=int, help="k-means item clusters of the fallback")
     p.add_argument("--fm-epochs", type=int)
+    p.add_argument("--fm-days", type=float, help="FM trains on this many days before the ranker "
+                   "period (default: all of them)")
     p.add_argument("--fm-preset", help="foundation model preset (default small)")
     p.add_argument("--seed", type=int)
     p.add_argument("--threads", type=int, help="torch threads (default 2)")

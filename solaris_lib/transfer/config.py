@@ -59,6 +59,9 @@ class TransferConfig(BaseModel):
         4, ge=1, description="Fallback clusters for items without an ALS factor (by popularity).")
     fm_preset: str = Field("small", description="Foundation model preset (solaris_lib.model).")
     fm_epochs: int = Field(2, ge=1, description="Foundation model training epochs.")
+    fm_days: float | None = Field(
+        None, gt=0, description="Train the FM on this many days before the ranker period only "
+        "(None: every day before it); a CPU budget knob.")
     threads: int = Field(2, ge=1, description="torch threads.")
     seed: int = Field(7, description="Seed of FM, k-means and speculation.")
     ranker: RankerConfig = Field(default_factory=RankerConfig)

@@ -79,7 +79,11 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     from solaris_lib.model.train import fit
 
     cfg = FoundationConfig.preset(config.fm_preset, epochs=config.fm_epochs, seed=config.seed)
-    train = examples.select(examples.ts_us < int(split.timestamp() * 1e6))
+    first = split - timedelta(days=config.fm_days) if config.fm_days else None
+    keep = examples.ts_us < int(split.timestamp() * 1e6)
+    if first is not None:
+        keep &= examples.ts_us >= int(first.timestamp() * 1e6)
+    train = examples.select(keep)
     if not len(train):
         raise EmptyInputError(f"no labelled requests before {split} to train the FM")
     started = time.perf_counter()
