@@ -16,7 +16,7 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
     "demo": ({"users": 1500, "items": 2000, "days": 6, "seed": 7},
              {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0}),
     "default": ({"users": 2000, "items": 5000, "days": 14, "seed": 7},
-                {"interval": "6h", "ranker_days": 2.0, "test_days": 1.0}),
+                {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0, "fm_days": 4.0}),
 }
 _OPTIONS = ("interval", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
             "fm_days", "fm_preset", "seed", "threads")
@@ -45,6 +45,9 @@ def register(subparsers) -> None:
     p.add_argument("--fm-preset", help="foundation model preset (default small)")
     p.add_argument("--seed", type=int)
     p.add_argument("--threads", type=int, help="torch threads (default 2)")
+    p.add_argument("--reuse-rows", action="store_true",
+                   help="re-evaluate the ranker rows saved under OUT/rows by an earlier run "
+                   "(same logs and options) instead of rebuilding them")
     p.set_defaults(handler=_report)
 
 
@@ -72,6 +75,8 @@ def simulate_world(name: str, out: str) -> str:
 
 
 def _report(args) -> int:
+    from pathlib import Path
+
     from solaris_lib.config import load_settings
     from solaris_lib.sparkutil import get_spark
     from solaris_lib.transfer.experiment import run_experiment
@@ -79,10 +84,17 @@ def _report(args) -> int:
 
     world = None if args.logs else (args.simulate or "quick")
     config = experiment_config(args, world)
-    logs = args.logs or simulate_world(world, args.out)
-    spark = get_spark("solaris-report", master=load_settings().spark_master)
+    if args.logs:
+        logs = args.logs
+    elif args.reuse_rows:
+        logs = str(Path(args.out) / "world")
+    else:
+        logs = simulate_world(world, args.out)
+    spark = get_spark("solaris-report", master=load_settings().spark_master,
+                      conf={"spark.sql.shuffle.partitions": "4"})
     try:
-        report = run_experiment(spark, logs, config)
+        report = run_experiment(spark, logs, config, rows_dir=str(Path(args.out) / "rows"),
+                                reuse_rows=args.reuse_rows)
     finally:
         spark.stop()
     report["world"] = world

@@ -187,9 +187,37 @@ def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
             "ratios": {v: transfer_ratios(results, v) for v in VARIANTS if v != "plain"}}
 
 
+def save_collected(collected: Collected, fm_version: str, folder: str) -> None:
+    """Keep the rows (npz) and interval facts (json) so the variants can be re-evaluated."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    np.savez(path / "train.npz", **asdict(collected.train))
+    np.savez(path / "test.npz", **asdict(collected.test))
+    (path / "meta.json").write_text(json.dumps({"intervals": collected.intervals,
+                                                "fm_version": fm_version}))
+
+
+def load_collected(folder: str) -> tuple[Collected, str]:
+    import json
+    from pathlib import Path
+
+    path = Path(folder)
+    meta = json.loads((path / "meta.json").read_text())
+    parts = [RankerRows(**dict(np.load(path / f"{name}.npz"))) for name in ("train", "test")]
+    return Collected(parts[0], parts[1], meta["intervals"]), meta["fm_version"]
+
+
 def run_experiment(spark, logs_root: str, config: TransferConfig,
-                   span: tuple[datetime, datetime] | None = None) -> dict:
-    """The whole experiment on the logs under ``logs_root``; returns the report dict."""
+                   span: tuple[datetime, datetime] | None = None, rows_dir: str | None = None,
+                   reuse_rows: bool = False) -> dict:
+    """The whole experiment on the logs under ``logs_root``; returns the report dict.
+
+    ``rows_dir``: where the collected ranker rows are saved; ``reuse_rows``: load them from
+    there instead of training the FM and rebuilding the caches (same logs and config only)."""
     import torch
 
     from solaris_lib.logs.reader import read_window
@@ -199,13 +227,19 @@ def run_experiment(spark, logs_root: str, config: TransferConfig,
     torch.set_num_threads(config.threads)
     first, end = span or log_span(logs_root)
     periods = plan_periods(first, end, config)
-    table = read_window(logs_root, Interval(first, end)).table
-    examples = build_examples(table)
-    fm = train_foundation(examples, periods.split, config)
-    collected = collect_rows(spark, logs_root, table, examples, fm, periods, config)
+    if reuse_rows and rows_dir:
+        collected, fm_version = load_collected(rows_dir)
+    else:
+        table = read_window(logs_root, Interval(first, end)).table
+        examples = build_examples(table)
+        fm = train_foundation(examples, periods.split, config)
+        collected = collect_rows(spark, logs_root, table, examples, fm, periods, config)
+        fm_version = fm.version
+        if rows_dir:
+            save_collected(collected, fm_version, rows_dir)
     evaluation = evaluate_variants(collected, config)
     starts = np.array([int(i.start.timestamp() * 1e6) for i in periods.intervals], np.int64)
-    report = assemble(evaluation, collected, periods, config, fm.version)
+    report = assemble(evaluation, collected, periods, config, fm_version)
     report.update(staleness(collected.test, starts))
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
