@@ -90,13 +90,17 @@ def _report(args) -> int:
         logs = str(Path(args.out) / "world")
     else:
         logs = simulate_world(world, args.out)
-    spark = get_spark("solaris-report", master=load_settings().spark_master,
-                      conf={"spark.sql.shuffle.partitions": "4"})
+    from pyspark.sql import SparkSession
+
+    shared = SparkSession.getActiveSession()  # a caller's session (tests) is left running
+    spark = shared or get_spark("solaris-report", master=load_settings().spark_master,
+                                conf={"spark.sql.shuffle.partitions": "4"})
     try:
         report = run_experiment(spark, logs, config, rows_dir=str(Path(args.out) / "rows"),
                                 reuse_rows=args.reuse_rows)
     finally:
-        spark.stop()
+        if shared is None:
+            spark.stop()
     report["world"] = world
     report["files"] = write_outputs(report, args.out)
     if not args.json:

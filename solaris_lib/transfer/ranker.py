@@ -11,7 +11,7 @@ solaris        + the cached interaction embedding (D) and the hit flag (zeros on
 solaris_fb     + the exact or cluster-level embedding (D) and the level one-hot (3)
 ============== ============================================================================
 
-Training: Adam, seeded; the epoch count is chosen on the newest ``validation`` share of the
+Training: Adam (SparseAdam for the id tables: a step touches only its batch's rows), seeded; the epoch count is chosen on the newest ``validation`` share of the
 training rows (log-loss against the click labels), then the model is refit on all of them.
 """
 
@@ -65,8 +65,8 @@ def _network(cfg: RankerConfig, n_dense: int):
 
         def __init__(self) -> None:
             super().__init__()
-            self.users = nn.Embedding(cfg.buckets, cfg.id_dim + 1)
-            self.items = nn.Embedding(cfg.buckets, cfg.id_dim + 1)
+            self.users = nn.Embedding(cfg.buckets, cfg.id_dim + 1, sparse=True)
+            self.items = nn.Embedding(cfg.buckets, cfg.id_dim + 1, sparse=True)
             nn.init.normal_(self.users.weight, std=0.01)
             nn.init.normal_(self.items.weight, std=0.01)
             self.mlp = nn.Sequential(nn.Linear(2 * cfg.id_dim + n_dense, cfg.hidden), nn.ReLU(),
@@ -122,7 +122,9 @@ def _fit(cfg: RankerConfig, users, items, dense, y, epochs: int, seed: int, watc
         net.std.copy_(torch.from_numpy(dense.std(0) + 1e-6))
         ctr = float(np.clip(y.mean(), 1e-4, 1 - 1e-4))
         net.mlp[-1].bias.fill_(float(np.log(ctr / (1 - ctr))))
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    tables = [net.users.weight, net.items.weight]  # sparse rows: only the batch's are updated
+    dense_params = [p for n, p in net.named_parameters() if not n.startswith(("users.", "items."))]
+    opts = [torch.optim.SparseAdam(tables, lr=cfg.lr), torch.optim.Adam(dense_params, lr=cfg.lr)]
     t_u, t_i, t_d, t_y = (torch.from_numpy(a) for a in (users, items, dense, y))
     rng = np.random.default_rng(seed)
     history = []
@@ -135,9 +137,11 @@ def _fit(cfg: RankerConfig, users, items, dense, y, epochs: int, seed: int, watc
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, t_y[sel])
             u, i = net.rows(t_u[sel], t_i[sel])
             loss = loss + cfg.l2 * (u.pow(2).sum(-1) + i.pow(2).sum(-1)).mean()
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
         if watch is not None:
             net.eval()
             with torch.inference_mode():
