@@ -80,7 +80,7 @@ def _report(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.sparkutil import get_spark
     from solaris_lib.transfer.experiment import run_experiment
-    from solaris_lib.transfer.output import transfer_table, write_outputs
+    from solaris_lib.transfer.output import coverage_table, transfer_table, write_outputs
 
     world = None if args.logs else (args.simulate or "quick")
     config = experiment_config(args, world)
@@ -105,8 +105,8 @@ def _report(args) -> int:
     report["files"] = write_outputs(report, args.out)
     if not args.json:
         print(transfer_table(report))
-        print(f"coverage {report['coverage']:.4f}, with fallback "
-              f"{report['coverage_with_fallback']:.4f}; report in {report['files']['md']}")
+        print(coverage_table(report))
+        print(f"report in {report['files']['md']}")
     print(json.dumps(_headline(report), default=str))
     return 0
 

@@ -20,7 +20,7 @@ VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
 
 def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
     code = main(["report", "--logs", str(tiny_world), "--out", str(tmp_path), "--json",
-                 "--interval", "12h", "--ranker-days", "1", "--test-days", "1",
+                 "--interval", "12h", "--ranker-days", "0.5", "--test-days", "0.5",
                  "--fm-epochs", "1", "--budget-per-user", "40", "--clusters", "8"])
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
@@ -39,11 +39,11 @@ def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
     md = (tmp_path / "report.md").read_text()
     assert "| solaris_fallback |" in md and "coverage with fallback" in md
     full = json.loads((tmp_path / "report.json").read_text())
-    assert len(full["intervals"]) == 4 and sum(f["test"] for f in full["intervals"]) == 2
+    assert len(full["intervals"]) == 2 and sum(f["test"] for f in full["intervals"]) == 1
     assert full["train_rows"] > 0 and full["test_rows"] > 0
 
     again = main(["report", "--logs", str(tiny_world), "--out", str(tmp_path), "--json",
-                  "--interval", "12h", "--ranker-days", "1", "--test-days", "1",
+                  "--interval", "12h", "--ranker-days", "0.5", "--test-days", "0.5",
                   "--fm-epochs", "1", "--budget-per-user", "40", "--clusters", "8",
                   "--reuse-rows"])
     assert again == 0
