@@ -97,7 +97,8 @@ class Speculator:
         self.spark, self.logs_root, self.config = spark, logs_root, config
         self.mine_cfg = MineConfig(lookback=config.lookback)
         self.als_cfg = RetrievalConfig(lookback=config.lookback, seed=config.seed)
-        self.spec_cfg = SpeculateConfig(budget_per_user=config.budget_per_user, seed=config.seed)
+        self.spec_cfg = SpeculateConfig(budget_per_user=config.budget_per_user, seed=config.seed,
+                                        scorer=config.scorer)
         self._mined: dict[datetime, object] = {}
         self.retrieval_asof = retrieval_asof
         self._factors: tuple | None = None
@@ -138,9 +139,11 @@ class Speculator:
 
         started = time.monotonic()
         s, length = interval.start, interval.length
-        mined, past = self.mined(s), self.mined(s - length)
-        result = speculate_frames(self.spark, mined, self.spec_cfg,
-                                  train_on=(past, self._logs(s - length, s)))
+        mined = self.mined(s)
+        train_on = None
+        if self.config.scorer != "heuristic":
+            train_on = (self.mined(s - length), self._logs(s - length, s))
+        result = speculate_frames(self.spark, mined, self.spec_cfg, train_on=train_on)
         pairs = result.pairs.select("user_id", "item_id").orderBy("user_id", "item_id").toArrow()
         users = pairs.column("user_id").to_numpy().astype(np.int64)
         items = pairs.column("item_id").to_numpy().astype(np.int64)

@@ -18,7 +18,7 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
     "default": ({"users": 2000, "items": 5000, "days": 14, "seed": 7},
                 {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0, "fm_days": 4.0}),
 }
-_OPTIONS = ("interval", "lookback", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
+_OPTIONS = ("interval", "lookback", "scorer", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
             "fm_days", "fm_preset", "seed", "threads")
 
 
@@ -37,6 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--interval", type=parse_duration, help="cache interval length, e.g. 6h")
     p.add_argument("--lookback", type=parse_duration,
                    help="history each speculation run mines, e.g. 2d (default 7d)")
+    p.add_argument("--scorer", choices=("auto", "learned", "heuristic"),
+                   help="speculation scorer (default auto: learned on the previous interval)")
     p.add_argument("--ranker-days", type=float, help="days of ranker training rows")
     p.add_argument("--test-days", type=float, help="held-out days at the end")
     p.add_argument("--budget-per-user", type=int, help="pairs speculated per user and interval")

@@ -50,6 +50,9 @@ class TransferConfig(BaseModel):
     lookback: timedelta = Field(timedelta(days=7),
                                 description="History mined by each speculation run.")
     budget_per_user: int = Field(200, ge=1, description="Pairs speculated per user and interval.")
+    scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
+                        description="Speculation scorer (SpeculateConfig.scorer); heuristic skips "
+                        "training the learned one on the previous interval (faster).")
     activity_window: timedelta = Field(
         timedelta(days=7), description="Window of the user-activity feature (events before start).")
     popularity_window: timedelta = Field(

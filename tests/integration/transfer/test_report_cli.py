@@ -9,7 +9,7 @@ import pytest
 
 from solaris_lib.cli import main
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 pytest.importorskip("torch")
 
@@ -21,7 +21,8 @@ VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
 def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
     code = main(["report", "--logs", str(tiny_world), "--out", str(tmp_path), "--json",
                  "--interval", "12h", "--ranker-days", "0.5", "--test-days", "0.5",
-                 "--fm-epochs", "1", "--budget-per-user", "40", "--clusters", "8"])
+                 "--fm-epochs", "1", "--budget-per-user", "40", "--clusters", "8",
+                 "--lookback", "2d", "--scorer", "heuristic"])
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     line = json.loads(last)
@@ -45,6 +46,7 @@ def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
     again = main(["report", "--logs", str(tiny_world), "--out", str(tmp_path), "--json",
                   "--interval", "12h", "--ranker-days", "0.5", "--test-days", "0.5",
                   "--fm-epochs", "1", "--budget-per-user", "40", "--clusters", "8",
+                 "--lookback", "2d", "--scorer", "heuristic",
                   "--reuse-rows"])
     assert again == 0
     rerun = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

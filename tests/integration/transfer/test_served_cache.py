@@ -16,7 +16,7 @@ from solaris_lib.logs.schema import parse_hour_partition
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.transfer.config import TransferConfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 torch = pytest.importorskip("torch")
 
