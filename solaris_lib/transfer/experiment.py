@@ -267,7 +267,9 @@ def assemble(evaluation: dict, collected: Collected, periods: Periods, config: T
         "train_rows": len(collected.train), "test_rows": len(collected.test),
         "test_ctr": float(collected.test.labels.mean()) if len(collected.test) else None,
         "intervals": collected.intervals, "fm_version": fm_version,
-        "periods": {"fm": [periods.first.isoformat(), periods.split.isoformat()],
+        "periods": {"fm": [(max(periods.first, periods.split - timedelta(days=config.fm_days))
+                            if config.fm_days else periods.first).isoformat(),
+                           periods.split.isoformat()],
                     "ranker": [periods.split.isoformat(), periods.test_start.isoformat()],
                     "test": [periods.test_start.isoformat(), periods.end.isoformat()]},
         "config": config.model_dump(mode="json"),
