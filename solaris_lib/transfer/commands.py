@@ -16,7 +16,8 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
     "demo": ({"users": 1500, "items": 2000, "days": 6, "seed": 7},
              {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0}),
     "default": ({"users": 2000, "items": 5000, "days": 14, "seed": 7},
-                {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0, "fm_days": 4.0}),
+                {"interval": "12h", "ranker_days": 1.0, "test_days": 1.0, "lookback": "2d",
+                 "fm_days": 3.0, "fm_epochs": 1}),
 }
 _OPTIONS = ("interval", "lookback", "scorer", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
             "fm_days", "fm_preset", "seed", "threads")
@@ -60,8 +61,9 @@ def experiment_config(args, world: str | None):
     from solaris_lib.transfer.config import TransferConfig
 
     fields = dict(WORLDS[world][1]) if world else {}
-    if "interval" in fields:
-        fields["interval"] = parse_duration(fields["interval"])
+    for key in ("interval", "lookback"):
+        if key in fields:
+            fields[key] = parse_duration(fields[key])
     fields.update({k: getattr(args, k) for k in _OPTIONS if getattr(args, k) is not None})
     return TransferConfig(**fields)
 
