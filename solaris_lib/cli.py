@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "solaris_lib.cache.commands",
     "solaris_lib.model.commands",
     "solaris_lib.speculation.commands",
+    "solaris_lib.transfer.commands",
 )
 
 

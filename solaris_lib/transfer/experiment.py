@@ -1,0 +1,276 @@
+"""The transfer experiment end to end: FM, per-interval caches, ranker rows, variants, metrics.
+
+1. Read the logs once (pyarrow, validated); build every labelled request's example.
+2. Train the FM on requests before ``split`` (the start of the ranker period).
+3. For each interval of ``[split, end)``: the cache the previous interval's speculation run
+   published (:class:`~solaris_lib.transfer.cache.Speculator`), the rows' served embeddings
+   and serving-time features (:func:`~solaris_lib.transfer.features.interval_rows`).
+4. Train plain, distilled, solaris and solaris_fallback on the rows of ``[split, test_start)``
+   and score all of them and the FM served online on ``[test_start, end)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from solaris_lib.errors import ConfigError, EmptyInputError
+from solaris_lib.intervals import Interval
+from solaris_lib.model import metrics
+from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, Speculator
+from solaris_lib.transfer.config import VARIANTS, TransferConfig
+from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
+from solaris_lib.transfer.ratio import transfer_ratios
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Periods:
+    """``[first, split)`` FM training, ``[split, test_start)`` ranker training,
+    ``[test_start, end)`` held-out; ``intervals`` cut ``[split, end)``."""
+
+    first: datetime
+    split: datetime
+    test_start: datetime
+    end: datetime
+    intervals: tuple[Interval, ...]
+
+    def is_test(self, interval: Interval) -> bool:
+        return interval.start >= self.test_start
+
+
+def plan_periods(first: datetime, end: datetime, config: TransferConfig) -> Periods:
+    """Cut the logs' span into the three periods; the ranker and test spans must be whole
+    numbers of intervals and leave at least one day (and two intervals) for the FM."""
+    step = config.interval
+    test_start, split = end - config.test_span(), end - config.test_span() - config.ranker_span()
+    for span in (config.test_span(), config.ranker_span()):
+        if span % step:
+            raise ConfigError(f"{span} is not a whole number of {step} intervals")
+    if split - first < max(timedelta(days=1), 2 * step):
+        raise ConfigError(f"logs [{first}, {end}) leave too little before {split} to train the "
+                          "FM: simulate more days or shorten --ranker-days/--test-days")
+    count = (end - split) // step
+    intervals = tuple(Interval(split + k * step, split + (k + 1) * step) for k in range(count))
+    return Periods(first, split, test_start, end, intervals)
+
+
+def log_span(logs_root: str) -> tuple[datetime, datetime]:
+    """(first hour, end of the last hour) of the logs' hour partitions."""
+    from solaris_lib.logs.schema import parse_hour_partition
+    from solaris_lib.storage import list_files
+
+    hours = sorted({h for h in map(parse_hour_partition, list_files(logs_root)) if h})
+    if not hours:
+        raise EmptyInputError(f"no dt=/hour= log partitions under {logs_root}")
+    first = hours[0].replace(hour=0)
+    return first, hours[-1] + timedelta(hours=1)
+
+
+def train_foundation(examples, split: datetime, config: TransferConfig):
+    """A :class:`FoundationEmbedder` trained on the requests before ``split`` (CPU, seeded)."""
+    from solaris_lib.model.config import FoundationConfig
+    from solaris_lib.model.online import FoundationEmbedder
+    from solaris_lib.model.train import fit
+
+    cfg = FoundationConfig.preset(config.fm_preset, epochs=config.fm_epochs, seed=config.seed)
+    first = split - timedelta(days=config.fm_days) if config.fm_days else None
+    keep = examples.ts_us < int(split.timestamp() * 1e6)
+    if first is not None:
+        keep &= examples.ts_us >= int(first.timestamp() * 1e6)
+    train = examples.select(keep)
+    if not len(train):
+        raise EmptyInputError(f"no labelled requests before {split} to train the FM")
+    started = time.perf_counter()
+    net = fit(cfg, train, device="cpu")
+    log.info("FM (%s, %d epochs) trained on %d requests in %.1f s", config.fm_preset,
+             cfg.epochs, len(train), time.perf_counter() - started)
+    return FoundationEmbedder(net, f"transfer-{split:%Y%m%dT%H%M%SZ}", device="cpu",
+                              autocast=False)
+
+
+@dataclass
+class Collected:
+    train: RankerRows
+    test: RankerRows
+    intervals: list[dict]
+
+
+def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
+                 config: TransferConfig) -> Collected:
+    """Ranker rows of every interval of ``[split, end)`` with their served features."""
+    from solaris_lib.model.examples import _ts_us
+    from solaris_lib.model.train import predict
+
+    period = examples.select(examples.ts_us >= int(periods.split.timestamp() * 1e6))
+    fm_logits = predict(fm.net, period, fm.cfg.max_history)
+    log_users = table.column("user_id").to_numpy()
+    log_items = table.column("item_id").to_numpy()
+    log_ts = _ts_us(table.column("ts"))
+    speculator = Speculator(spark, logs_root, config, periods.split - config.interval)
+    parts: dict[bool, list[RankerRows]] = {False: [], True: []}
+    facts = []
+    for index, interval in enumerate(periods.intervals):
+        cache = speculator.serve(interval)
+        rows = interval_rows(fm, period, fm_logits, log_users, log_items, log_ts, cache, index,
+                             config)
+        s, e = (int(t.timestamp() * 1e6) for t in (interval.start, interval.end))
+        in_t = (log_ts >= s) & (log_ts < e)
+        facts.append({"interval": interval.key, "test": periods.is_test(interval),
+                      "pairs": int(len(cache.pair_users)), "users": int(len(cache.users)),
+                      "scorer": cache.scorer, "labelled_rows": len(rows),
+                      **coverage_by_level(cache, log_users[in_t], log_items[in_t])})
+        parts[periods.is_test(interval)].append(rows)
+        log.info("interval %s: %s", interval.key, facts[-1])
+    if not parts[False] or not parts[True]:
+        raise EmptyInputError("the ranker and test periods need at least one interval each")
+    return Collected(RankerRows.concat(parts[False]), RankerRows.concat(parts[True]), facts)
+
+
+def _metrics(labels, logits) -> dict:
+    s = metrics.summary(labels, logits)
+    return {"logloss": s["log_loss"], "auc": s["roc_auc"], "rows": s["pairs"]}
+
+
+def _share(n: int, total: int) -> float | None:
+    return n / total if total else None
+
+
+def coverage_summary(facts: list[dict], test: RankerRows) -> dict:
+    """Coverage of the held-out intervals over every logged row and over the labelled rows."""
+    held = [f for f in facts if f["test"]]
+    rows = sum(f["rows"] for f in held)
+    by_level = {lv: _share(sum(f[lv] for f in held), rows) for lv in ("exact", "cluster", "miss")}
+    n = len(test)
+    return {
+        "coverage": by_level["exact"],
+        "coverage_with_fallback": None if by_level["miss"] is None else 1 - by_level["miss"],
+        "coverage_by_level": by_level,
+        "coverage_labelled": _share(int((test.fallback_level == EXACT).sum()), n),
+        "coverage_with_fallback_labelled": _share(int((test.fallback_level != MISS).sum()), n),
+        "logged_rows": rows,
+    }
+
+
+def staleness(test: RankerRows, interval_starts_us: np.ndarray) -> dict:
+    """Age (minutes) of the served embedding at request time: p50/p99 over hits."""
+    hit = test.fallback_level != MISS
+    age = (test.ts_us[hit] - interval_starts_us[test.interval[hit]]) / 6e7
+    if not len(age):
+        return {"staleness_p50_min": None, "staleness_p99_min": None}
+    return {"staleness_p50_min": float(np.percentile(age, 50)),
+            "staleness_p99_min": float(np.percentile(age, 99))}
+
+
+def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
+    """Train every variant on the training rows and score them and the FM on the test rows."""
+    from solaris_lib.transfer.ranker import train_ranker
+
+    test = collected.test
+    scores = {"fm_online": test.fm_logit}
+    trained = {}
+    for variant in VARIANTS:
+        trained[variant] = train_ranker(collected.train, variant, config.ranker)
+        scores[variant] = trained[variant].predict(test)
+    results = {name: _metrics(test.labels, z) for name, z in scores.items()}
+    exact = test.fallback_level == EXACT
+    on_exact = {name: _metrics(test.labels[exact], z[exact]) for name, z in scores.items()}
+    on_cluster = {name: _metrics(test.labels[test.fallback_level == CLUSTER],
+                                 z[test.fallback_level == CLUSTER]) for name, z in scores.items()}
+    return {"variants": results, "exact_hit_rows": on_exact, "cluster_rows": on_cluster,
+            "epochs": {v: t.epochs for v, t in trained.items()},
+            "ratios": {v: transfer_ratios(results, v) for v in VARIANTS if v != "plain"}}
+
+
+def save_collected(collected: Collected, fm_version: str, folder: str) -> None:
+    """Keep the rows (npz) and interval facts (json) so the variants can be re-evaluated."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    np.savez(path / "train.npz", **asdict(collected.train))
+    np.savez(path / "test.npz", **asdict(collected.test))
+    (path / "meta.json").write_text(json.dumps({"intervals": collected.intervals,
+                                                "fm_version": fm_version}))
+
+
+def load_collected(folder: str) -> tuple[Collected, str]:
+    import json
+    from pathlib import Path
+
+    path = Path(folder)
+    meta = json.loads((path / "meta.json").read_text())
+    parts = [RankerRows(**dict(np.load(path / f"{name}.npz"))) for name in ("train", "test")]
+    return Collected(parts[0], parts[1], meta["intervals"]), meta["fm_version"]
+
+
+def run_experiment(spark, logs_root: str, config: TransferConfig,
+                   span: tuple[datetime, datetime] | None = None, rows_dir: str | None = None,
+                   reuse_rows: bool = False) -> dict:
+    """The whole experiment on the logs under ``logs_root``; returns the report dict.
+
+    ``rows_dir``: where the collected ranker rows are saved; ``reuse_rows``: load them from
+    there instead of training the FM and rebuilding the caches (same logs and config only)."""
+    import torch
+
+    from solaris_lib.logs.reader import read_window
+    from solaris_lib.model.examples import build_examples
+
+    started = time.perf_counter()
+    torch.set_num_threads(config.threads)
+    first, end = span or log_span(logs_root)
+    periods = plan_periods(first, end, config)
+    if reuse_rows and rows_dir:
+        collected, fm_version = load_collected(rows_dir)
+    else:
+        table = read_window(logs_root, Interval(first, end)).table
+        examples = build_examples(table)
+        fm = train_foundation(examples, periods.split, config)
+        collected = collect_rows(spark, logs_root, table, examples, fm, periods, config)
+        fm_version = fm.version
+        if rows_dir:
+            save_collected(collected, fm_version, rows_dir)
+    evaluation = evaluate_variants(collected, config)
+    starts = np.array([int(i.start.timestamp() * 1e6) for i in periods.intervals], np.int64)
+    report = assemble(evaluation, collected, periods, config, fm_version)
+    report.update(staleness(collected.test, starts))
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+def assemble(evaluation: dict, collected: Collected, periods: Periods, config: TransferConfig,
+             fm_version: str) -> dict:
+    """The report's keys: headline ratios (the ``solaris`` variant), per-variant metrics, ..."""
+    v = evaluation["variants"]
+    solaris, fallback = evaluation["ratios"]["solaris"], evaluation["ratios"]["solaris_fallback"]
+    return {
+        "transfer_ratio_logloss": solaris["logloss"], "transfer_ratio_auc": solaris["auc"],
+        "transfer_ratio_logloss_fallback": fallback["logloss"],
+        "transfer_ratio_auc_fallback": fallback["auc"],
+        "transfer_ratios": evaluation["ratios"],
+        **coverage_summary(collected.intervals, collected.test),
+        "logloss": {name: m["logloss"] for name, m in v.items()},
+        "auc": {name: m["auc"] for name, m in v.items()},
+        "solaris_beats_distilled": bool(v["solaris"]["logloss"] < v["distilled"]["logloss"]
+                                        and v["solaris"]["auc"] > v["distilled"]["auc"]),
+        "exact_hit_auc": {n: m["auc"] for n, m in evaluation["exact_hit_rows"].items()},
+        "exact_hit_logloss": {n: m["logloss"] for n, m in evaluation["exact_hit_rows"].items()},
+        "cluster_row_auc": {n: m["auc"] for n, m in evaluation["cluster_rows"].items()},
+        "ranker_epochs": evaluation["epochs"],
+        "train_rows": len(collected.train), "test_rows": len(collected.test),
+        "test_ctr": float(collected.test.labels.mean()) if len(collected.test) else None,
+        "intervals": collected.intervals, "fm_version": fm_version,
+        "periods": {"fm": [(max(periods.first, periods.split - timedelta(days=config.fm_days))
+                            if config.fm_days else periods.first).isoformat(),
+                           periods.split.isoformat()],
+                    "ranker": [periods.split.isoformat(), periods.test_start.isoformat()],
+                    "test": [periods.test_start.isoformat(), periods.end.isoformat()]},
+        "config": config.model_dump(mode="json"),
+    }

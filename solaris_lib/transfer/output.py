@@ -1,0 +1,115 @@
+"""The report's files: ``report.json``, ``report.md`` (tables) and ``report.png`` (bar charts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ORDER = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def transfer_table(report: dict) -> str:
+    """Markdown table: log-loss, AUC and transfer ratios per variant."""
+    lines = ["| variant | log-loss | AUC | transfer (log-loss) | transfer (AUC) |",
+             "|---|---|---|---|---|"]
+    for name in ORDER:
+        ratio = report["transfer_ratios"].get(name, {})
+        if name == "plain":
+            ratio = {"logloss": 0.0, "auc": 0.0}
+        elif name == "fm_online":
+            ratio = {"logloss": 1.0, "auc": 1.0}
+        lines.append(f"| {name} | {_fmt(report['logloss'][name], 5)} | {_fmt(report['auc'][name])} "
+                     f"| {_fmt(ratio.get('logloss'), 3)} | {_fmt(ratio.get('auc'), 3)} |")
+    return "\n".join(lines)
+
+
+def coverage_table(report: dict) -> str:
+    levels = report["coverage_by_level"]
+    return "\n".join([
+        "| level | share of held-out logged rows |", "|---|---|",
+        *(f"| {lv} | {_fmt(levels[lv])} |" for lv in ("exact", "cluster", "miss")),
+        f"| coverage (exact) | {_fmt(report['coverage'])} |",
+        f"| coverage with fallback | {_fmt(report['coverage_with_fallback'])} |",
+    ])
+
+
+def interval_table(report: dict) -> str:
+    lines = ["| interval | period | pairs | users | scorer | logged rows | exact | cluster | miss |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in report["intervals"]:
+        lines.append(f"| {f['interval']} | {'test' if f['test'] else 'ranker'} | {f['pairs']} | "
+                     f"{f['users']} | {f['scorer']} | {f['rows']} | {f['exact']} | "
+                     f"{f['cluster']} | {f['miss']} |")
+    return "\n".join(lines)
+
+
+def markdown(report: dict) -> str:
+    exact = report["exact_hit_auc"]
+    return "\n\n".join([
+        "# SOLARIS transfer report",
+        f"Periods: FM {report['periods']['fm']}, ranker {report['periods']['ranker']}, "
+        f"held-out {report['periods']['test']}. Training rows {report['train_rows']}, held-out "
+        f"rows {report['test_rows']} (CTR {_fmt(report['test_ctr'])}). FM {report['fm_version']}.",
+        "## Quality on the held-out period", transfer_table(report),
+        f"SOLARIS beats distillation on both log-loss and AUC: {report['solaris_beats_distilled']}.",
+        "## Coverage", coverage_table(report),
+        f"Staleness of served embeddings (minutes): p50 {_fmt(report['staleness_p50_min'], 1)}, "
+        f"p99 {_fmt(report['staleness_p99_min'], 1)}.",
+        "AUC on the held-out rows that had an exact hit: "
+        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER),
+        "## Intervals", interval_table(report),
+    ]) + "\n"
+
+
+def plot(report: dict, out: str) -> str:
+    """Bars of log-loss and AUC per variant and the coverage by level (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=110)
+    names = list(ORDER)
+    for ax, key in zip(axes[:2], ("logloss", "auc"), strict=True):
+        values = [report[key][n] if report[key][n] is not None else 0.0 for n in names]
+        ax.bar(range(len(names)), values, color=["#888", "#c84", "#48c", "#4a8", "#333"])
+        lo, hi = min(values), max(values)
+        pad = (hi - lo) * 0.5 + 1e-4
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.set_xticks(range(len(names)), names, rotation=25, fontsize=8)
+        ax.set_title("log-loss (lower is better)" if key == "logloss" else "AUC", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    levels = report["coverage_by_level"]
+    bottom = 0.0
+    for lv, color in (("exact", "#48c"), ("cluster", "#4a8"), ("miss", "#ccc")):
+        share = levels[lv] or 0.0
+        axes[2].bar([0], [share], bottom=bottom, color=color, label=lv)
+        bottom += share
+    axes[2].set_xticks([0], ["held-out rows"])
+    axes[2].set_ylim(0, 1)
+    axes[2].legend(fontsize=8)
+    axes[2].set_title("coverage by level", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def write_outputs(report: dict, out_dir: str) -> dict[str, str]:
+    """Write report.json, report.md and report.png under ``out_dir``; returns their paths."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"json": str(folder / "report.json"), "md": str(folder / "report.md"),
+             "png": str(folder / "report.png")}
+    Path(paths["json"]).write_text(json.dumps(report, indent=2, default=str))
+    Path(paths["md"]).write_text(markdown(report))
+    plot(report, paths["png"])
+    return paths

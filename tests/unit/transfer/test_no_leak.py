@@ -1,0 +1,126 @@
+"""Training never sees an embedding that serving would not have had.
+
+A constructed interval: some logged pairs are in the cache (precomputed by the previous run),
+others are not. The ranker's feature matrix must carry an embedding and hit=1 exactly for the
+precomputed pairs, zeros and hit=0 for the others, and each embedding must equal the FM's output
+for the user's history strictly before the interval start (fp16-rounded, as the cache stores
+it), even though the user keeps clicking inside the interval.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from solaris_lib.intervals import Interval  # noqa: E402
+from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA  # noqa: E402
+from solaris_lib.model.config import FoundationConfig  # noqa: E402
+from solaris_lib.model.examples import build_examples  # noqa: E402
+from solaris_lib.model.network import FoundationNet  # noqa: E402
+from solaris_lib.model.online import FoundationEmbedder, History  # noqa: E402
+from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, ServedCache  # noqa: E402
+from solaris_lib.transfer.config import TransferConfig  # noqa: E402
+from solaris_lib.transfer.fallback import ItemClusters  # noqa: E402
+from solaris_lib.transfer.features import interval_rows  # noqa: E402
+from solaris_lib.transfer.ranker import dense_inputs  # noqa: E402
+
+START = datetime(2026, 1, 6, 12, tzinfo=UTC)
+INTERVAL = Interval(START, START + timedelta(hours=6))
+
+
+def _logs() -> pa.Table:
+    """Users 1..4; requests before and inside the interval, each with 4 shown candidates."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for r in range(60):
+        user = 1 + r % 4
+        ts = START - timedelta(hours=30) + timedelta(minutes=37 * r)  # spans both sides of START
+        items = rng.choice(np.arange(100, 130), 4, replace=False)
+        for pos, item in enumerate(items):
+            rows.append((f"r{r}", ts, user, int(item), pos, bool(rng.random() < 0.3)))
+    cols = list(zip(*rows, strict=True))
+    return pa.table([pa.array(c, f.type) for c, f in zip(cols, REQUEST_LOG_SCHEMA, strict=True)],
+                    schema=REQUEST_LOG_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    fm = FoundationEmbedder(FoundationNet(FoundationConfig.preset("test")), "v-test", "cpu")
+    table = _logs()
+    examples = build_examples(table)
+    s_us = int(START.timestamp() * 1e6)
+    inside = examples.select((examples.ts_us >= s_us)
+                             & (examples.ts_us < s_us + int(6 * 3600 * 1e6)))
+    pair_users = np.repeat(inside.user, np.diff(inside.t_offsets))
+    logged = sorted(set(zip(pair_users.tolist(), inside.t_items.tolist(), strict=True)))
+    chosen = logged[::3]  # a third of the logged pairs were precomputed; user 4 not at all
+    chosen = [p for p in chosen if p[0] != 4]
+    cu = np.array([u for u, _ in chosen], np.int64)
+    ci = np.array([i for _, i in chosen], np.int64)
+    items = np.arange(100, 130, dtype=np.int64)
+    clusters = ItemClusters(items, (items % 3).astype(np.int32), np.array([102, 100, 101]), 3)
+    cache = ServedCache(INTERVAL, cu, ci, np.unique(cu), clusters, "heuristic")
+    logits = np.zeros(examples.pairs)
+    rows = interval_rows(fm, examples, logits, table.column("user_id").to_numpy(),
+                         table.column("item_id").to_numpy(),
+                         table.column("ts").cast(pa.int64()).to_numpy(), cache, 0,
+                         TransferConfig())
+    return fm, table, cache, set(chosen), rows
+
+
+def _fm_before_start(fm, table, user, items):
+    """The FM's embedding from the user's events strictly before START (independent path)."""
+    t = table.filter(pa.compute.equal(table.column("user_id"), user)).to_pylist()
+    shown = sorted((r["ts"], r["item_id"], r["clicked"]) for r in t
+                   if r["position"] is not None and r["ts"] < START)
+    history = History.of([s[1] for s in shown], [s[0] for s in shown], [s[2] for s in shown])
+    return fm.embed_user(history, items, START).astype("<f2").astype(np.float32)
+
+
+def test_rows_cover_exactly_the_interval(setup):
+    _, _, _, _, rows = setup
+    s_us = int(START.timestamp() * 1e6)
+    assert len(rows) > 20
+    assert (rows.ts_us >= s_us).all() and (rows.ts_us < s_us + int(6 * 3600 * 1e6)).all()
+
+
+def test_hit_flag_and_embedding_only_for_precomputed_pairs(setup):
+    fm, _, _, chosen, rows = setup
+    precomputed = np.array([(u, i) in chosen for u, i in zip(rows.users, rows.items, strict=True)])
+    assert precomputed.any() and (~precomputed).any()
+    x = dense_inputs(rows, "solaris")  # the feature matrix the solaris ranker trains on
+    emb, hit = x[:, 2:2 + fm.dim], x[:, 2 + fm.dim]
+    np.testing.assert_array_equal(hit, precomputed.astype(np.float32))
+    assert (emb[~precomputed] == 0).all()
+    assert (np.abs(emb[precomputed]).sum(1) > 0).all()
+    np.testing.assert_array_equal(rows.exact_level == EXACT, precomputed)
+
+
+def test_embedding_equals_the_fm_at_the_interval_start(setup):
+    fm, table, _, _, rows = setup
+    hits = np.flatnonzero(rows.exact_level == EXACT)
+    for k in hits:
+        expected = _fm_before_start(fm, table, int(rows.users[k]), [int(rows.items[k])])[0]
+        np.testing.assert_allclose(rows.exact_emb[k], expected, rtol=0, atol=2e-3)
+
+
+def test_fallback_levels_and_cluster_embeddings(setup):
+    fm, table, cache, chosen, rows = setup
+    speculated_user = np.isin(rows.users, cache.users)
+    precomputed = rows.exact_level == EXACT
+    np.testing.assert_array_equal(rows.fallback_level == CLUSTER, speculated_user & ~precomputed)
+    np.testing.assert_array_equal(rows.fallback_level == MISS, ~speculated_user)
+    assert (rows.users[rows.fallback_level == MISS] == 4).all()
+    x = dense_inputs(rows, "solaris_fallback")
+    assert (x[rows.fallback_level == MISS, 2:2 + fm.dim] == 0).all()
+    for k in np.flatnonzero(rows.fallback_level == CLUSTER)[:10]:
+        rep = int(cache.clusters.representatives[int(rows.items[k]) % 3])
+        expected = _fm_before_start(fm, table, int(rows.users[k]), [rep])[0]
+        np.testing.assert_allclose(rows.fallback_emb[k], expected, rtol=0, atol=2e-3)
+    np.testing.assert_array_equal(rows.fallback_emb[precomputed], rows.exact_emb[precomputed])

@@ -1,0 +1,41 @@
+"""The report's Markdown and PNG from a constructed report (None ratios render as n/a)."""
+
+import json
+
+from solaris_lib.transfer.output import markdown, write_outputs
+
+VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
+
+
+def _report():
+    return {
+        "periods": {"fm": ["a", "b"], "ranker": ["b", "c"], "test": ["c", "d"]},
+        "train_rows": 10, "test_rows": 5, "test_ctr": 0.2, "fm_version": "v",
+        "logloss": dict(zip(VARIANTS, (0.30, 0.29, 0.26, 0.25, 0.20), strict=True)),
+        "auc": dict(zip(VARIANTS, (0.60, 0.62, 0.66, 0.67, 0.70), strict=True)),
+        "transfer_ratios": {"distilled": {"logloss": 0.1, "auc": 0.2},
+                            "solaris": {"logloss": 0.4, "auc": None},
+                            "solaris_fallback": {"logloss": 0.5, "auc": 0.7}},
+        "solaris_beats_distilled": True,
+        "coverage_by_level": {"exact": 0.8, "cluster": 0.15, "miss": 0.05},
+        "coverage": 0.8, "coverage_with_fallback": 0.95,
+        "staleness_p50_min": 170.0, "staleness_p99_min": 355.0,
+        "exact_hit_auc": dict(zip(VARIANTS, (0.6, 0.6, 0.7, 0.7, 0.7), strict=True)),
+        "intervals": [{"interval": "K", "test": True, "pairs": 3, "users": 1, "scorer": "learned",
+                       "rows": 4, "exact": 2, "cluster": 1, "miss": 1}],
+    }
+
+
+def test_markdown_tables():
+    md = markdown(_report())
+    assert "| solaris | 0.26000 | 0.6600 | 0.400 | n/a |" in md
+    assert "| plain | 0.30000 | 0.6000 | 0.000 | 0.000 |" in md
+    assert "| coverage with fallback | 0.9500 |" in md
+    assert "| K | test | 3 | 1 | learned | 4 | 2 | 1 | 1 |" in md
+
+
+def test_write_outputs(tmp_path):
+    paths = write_outputs(_report(), str(tmp_path / "out"))
+    assert json.loads(open(paths["json"]).read())["coverage"] == 0.8
+    with open(paths["png"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
