@@ -5,7 +5,8 @@
 
 Reads ``speculated/interval=KEY`` and ``mined/user_history/interval=KEY`` under
 ``SOLARIS_DATA_ROOT`` and writes ``embeddings/interval=KEY`` (user_id, item_id, model_version,
-embedding fp16) atomically. Prints the report as one JSON line; exit code 0 on success, 2 when
+embedding fp16) atomically, then (unless ``SOLARIS_FALLBACK_CLUSTERS=0``) the hierarchical
+fallback's ``embeddings/cluster`` and ``embeddings/item_clusters`` partitions. Prints the report as one JSON line; exit code 0 on success, 2 when
 an input partition or the model is missing, 5 when the model's outputs are not finite.
 """
 
@@ -24,6 +25,16 @@ from solaris_lib.sparkutil import get_spark
 log = logging.getLogger("solaris.jobs.infer_embeddings")
 
 
+def embed_clusters(spark, settings, interval, model_version: str) -> dict | None:
+    """The hierarchical fallback's (user, item cluster) embeddings, same model version."""
+    if settings.fallback_clusters == 0:
+        return None
+    from solaris_lib.transfer.fallback import infer_cluster_embeddings
+
+    return infer_cluster_embeddings(spark, settings, interval, model_version,
+                                    k=settings.fallback_clusters)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_infer_arguments(parser)
@@ -38,12 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark("solaris-infer-embeddings")
         try:
             report = run_inference(spark, settings, request)
+            fallback = embed_clusters(spark, settings, request.interval, report.model_version)
         finally:
             spark.stop()
     except SolarisError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+    sys.stdout.write(json.dumps({**report.as_dict(), "fallback": fallback}) + "\n")
     return 0
 
 

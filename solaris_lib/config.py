@@ -90,6 +90,13 @@ class SolarisSettings(BaseSettings):
         "bounds the inference and cache cost of one interval.",
     )
 
+    fallback_clusters: int = Field(
+        default=32, ge=0,
+        description="Item clusters of the hierarchical fallback: the infer task also embeds "
+        "every speculated user with each cluster's representative item, served by the client "
+        "at level CLUSTER where the exact pair is missing (0 turns the level off).",
+    )
+
     spark_py_files: str | None = Field(
         default=None,
         description="Comma-separated --py-files for spark-submit on a cluster whose executors do "

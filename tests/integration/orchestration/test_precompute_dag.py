@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.client import SolarisClient
+from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
@@ -49,6 +49,15 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
     assert found.hit[:-1].all() and not found.hit[-1]
     dim = len(embeddings["embedding"].iloc[0]) // 2  # fp16 bytes, the model's dimension
     assert found.embeddings.shape == (len(items) + 1, dim)
+    assert (found.level[:-1] == Level.EXACT).all() and found.level[-1] == Level.MISS
+
+    # the hierarchical fallback: items this user was not speculated on answer at cluster level
+    clustered = pq.read_table(layout.output(EMBEDDINGS, FIRST, "item_clusters")).to_pandas()
+    others = sorted(set(clustered["item_id"].astype(int)) - set(items))[:20]
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        coarse = client.lookup(user, others)
+    assert others and (coarse.level == Level.CLUSTER).all() and not coarse.hit.any()
     before = published_content(pipeline.redis_url, pipeline.key_prefix, version)
     assert before
 
