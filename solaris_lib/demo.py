@@ -6,7 +6,8 @@
 3. run the precompute DAG for consecutive hourly intervals with ``airflow dags test`` (sensor,
    mine, speculate, infer, evaluate, publish: each Spark task a real ``spark-submit``);
 4. print a table per interval (pairs precomputed, coverage, waste, staleness, client lookup
-   p50/p99), look one user up live through the client, and write the coverage plot as PNG.
+   p50/p99), look one user up live through the client, and write the coverage plot as PNG;
+5. print the knowledge-transfer table (``solaris report`` on its quick world).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def print_table(rows: list[dict]) -> None:
 def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
     from pyspark.sql import functions as F
 
-    from solaris_lib.client import SolarisClient
+    from solaris_lib.client import Level, SolarisClient
 
     banner("5. live lookup through the client (what the online ranker calls)")
     layout = DataLayout.from_settings(settings)
@@ -141,16 +142,30 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
     user = speculated.groupBy("user_id").count().orderBy(F.desc("count"), "user_id").first()
     items = [r["item_id"] for r in speculated.where(F.col("user_id") == user["user_id"])
              .orderBy(F.desc("score"), "item_id").limit(8).collect()]
-    items += [10_000_000, 10_000_001]  # never speculated: misses with the fallback
+    items += _unspeculated_items(spark, layout, interval, items, 2) + [10_000_000]
     with SolarisClient.from_url(settings.redis_url, key_prefix=settings.redis_key_prefix) as client:
         started = time.perf_counter()
         result = client.lookup(user["user_id"], items)
         micros = (time.perf_counter() - started) * 1e6
         print(f"client.lookup(user_id={user['user_id']}, {len(items)} items) -> version "
               f"{client.version}, model {client.model_version}, {micros:.0f} us")
-    for item, hit, row in zip(items, result.hit, result.embeddings, strict=True):
-        print(f"  item {item:>9}: {'HIT ' if hit else 'miss'} "
+    for item, level, row in zip(items, result.level, result.embeddings, strict=True):
+        print(f"  item {item:>9}: {Level(int(level)).name:<7} "
               f"[{', '.join(f'{x:+.3f}' for x in row[:4])}, ...] ({row.shape[0]} dims)")
+    print("(EXACT: the pair was precomputed; CLUSTER: the user's embedding for the item's "
+          "cluster; MISS: the fallback vector)")
+
+
+def _unspeculated_items(spark, layout: DataLayout, interval: Interval, taken: list[int],
+                        n: int) -> list[int]:
+    """Items of the fallback's cluster table that this user was not speculated on."""
+    from solaris_lib.storage import is_complete
+
+    path = layout.output(EMBEDDINGS, interval, "item_clusters")
+    if not is_complete(path):
+        return []
+    rows = spark.read.parquet(path).orderBy("item_id").limit(n + len(taken)).collect()
+    return [int(r["item_id"]) for r in rows if int(r["item_id"]) not in set(taken)][:n]
 
 
 def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> str | None:
@@ -172,6 +187,21 @@ def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> st
     curve = coverage_curve(ranked, logs, None, budgets)
     return plot_coverage_curves({"SOLARIS speculation": curve}, out,
                                 f"pairs precomputed at {interval} vs the next hour's requests")
+
+
+def transfer_report(settings: SolarisSettings) -> None:
+    """The knowledge-transfer table on the quick world (``solaris report``, its own process)."""
+    import subprocess
+
+    banner("6. knowledge transfer: small ranker plain / distilled / SOLARIS vs the FM online")
+    out = join(settings.data_root, "transfer-report")
+    command = [sys.executable, "-m", "solaris_lib.cli", "report", "--simulate", "quick",
+               "--out", out]
+    print(" ".join(["solaris", *command[3:]]), flush=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"demo: solaris report failed: {done.stderr[-2000:]}")
+    print("\n".join(done.stdout.rstrip().splitlines()[:-1]))  # the tables; the JSON is in OUT
 
 
 def main() -> int:
@@ -202,6 +232,7 @@ def main() -> int:
             print(f"\ncoverage plot: {png}")
     finally:
         spark.stop()
+    transfer_report(settings)
     print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}; "
           f"Airflow logs under {services.home}/logs")
     return 0
