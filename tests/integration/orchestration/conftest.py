@@ -63,7 +63,8 @@ def pipeline(tmp_path_factory, redis_url, airflow_db):
     data_root = tmp_path_factory.mktemp("pipeline") / "data"
     prefix = f"solaris-test-{uuid.uuid4().hex[:10]}"
     env = {"SOLARIS_DATA_ROOT": str(data_root), "SOLARIS_REDIS_URL": redis_url,
-           "SOLARIS_REDIS_KEY_PREFIX": prefix, "SOLARIS_FOUNDATION_PRESET": "test"}
+           "SOLARIS_REDIS_KEY_PREFIX": prefix, "SOLARIS_FOUNDATION_PRESET": "test",
+           "SOLARIS_SPECULATE_BUDGET_PER_USER": "20", "SOLARIS_FALLBACK_CLUSTERS": "8"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
