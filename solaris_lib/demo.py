@@ -29,7 +29,8 @@ log = logging.getLogger("solaris.demo")
 DEMO_WORLD = WorldConfig(users=1200, items=1500, days=5, seed=7)
 DEMO_INTERVALS = 2
 # embedded defaults of the demo (a variable already set in the environment wins)
-DEMO_SETTINGS = {"SOLARIS_FOUNDATION_PRESET": "small", "SOLARIS_SPECULATE_BUDGET_PER_USER": "100"}
+DEMO_SETTINGS = {"SOLARIS_FOUNDATION_PRESET": "small", "SOLARIS_SPECULATE_BUDGET_PER_USER": "100",
+                 "SOLARIS_REDIS_KEY_PREFIX": "solaris-demo"}
 FIRST_HOUR = 10  # precompute from 10:00 on the last simulated day (a busy hour)
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +59,23 @@ def validate(layout: DataLayout) -> None:
           f"{len(bad)} failed")
     if bad:
         raise SystemExit(f"demo: {bad[0].path}: {bad[0].error}")
+
+
+def fresh_namespace(settings: SolarisSettings) -> None:
+    """Empty the demo's own cache namespace (``SOLARIS_REDIS_KEY_PREFIX``, ``solaris-demo`` by
+    default) before a new world: a previous demo's alias names a later interval and would
+    rightly refuse to move back to this world's. Only keys under that prefix are deleted."""
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{settings.redis_key_prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start:start + 500])
+    finally:
+        client.close()
+    print(f"cache namespace {settings.redis_key_prefix!r}: {len(keys):,} keys of an earlier demo "
+          "removed" if keys else f"cache namespace {settings.redis_key_prefix!r} is empty")
 
 
 def airflow_services(settings: SolarisSettings):
@@ -213,6 +231,7 @@ def main() -> int:
     layout = DataLayout.from_settings(settings)
     simulate(layout, DEMO_WORLD)
     validate(layout)
+    fresh_namespace(settings)
     last_day = DEMO_WORLD.start + timedelta(days=DEMO_WORLD.days - 1)
     first = Interval(last_day + timedelta(hours=FIRST_HOUR - 1), last_day + timedelta(hours=FIRST_HOUR))
     intervals = [first.shift(timedelta(hours=i + 1)) for i in range(DEMO_INTERVALS)]
