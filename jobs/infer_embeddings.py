@@ -26,10 +26,20 @@ log = logging.getLogger("solaris.jobs.infer_embeddings")
 
 
 def embed_clusters(spark, settings, interval, model_version: str) -> dict | None:
-    """The hierarchical fallback's (user, item cluster) embeddings, same model version."""
+    """The hierarchical fallback's (user, item cluster) embeddings, same model version.
+
+    The level is optional: without the mined item statistics it needs (the job run on its own,
+    outside the pipeline) it is skipped with a warning and the exact embeddings stand alone."""
     if settings.fallback_clusters == 0:
         return None
+    from solaris_lib.layout import MINED, DataLayout
+    from solaris_lib.storage import is_complete
     from solaris_lib.transfer.fallback import infer_cluster_embeddings
+
+    stats = DataLayout.from_settings(settings).output(MINED, interval, "item_stats")
+    if not is_complete(stats):
+        log.warning("hierarchical fallback skipped: no complete %s", stats)
+        return {"skipped": f"no complete {stats}"}
 
     return infer_cluster_embeddings(spark, settings, interval, model_version,
                                     k=settings.fallback_clusters)
