@@ -204,7 +204,7 @@ def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> st
     logs = read_window_spark(spark, layout.logs, interval.following())
     curve = coverage_curve(ranked, logs, None, budgets)
     return plot_coverage_curves({"SOLARIS speculation": curve}, out,
-                                f"pairs precomputed at {interval} vs the next hour's requests")
+                                f"precomputed {interval.start:%Y-%m-%d %H:%M} UTC, next hour's rows")
 
 
 def transfer_report(settings: SolarisSettings) -> None:
