@@ -21,28 +21,9 @@ from solaris_lib.config import load_settings
 from solaris_lib.errors import SolarisError
 from solaris_lib.model.commands import add_infer_arguments, infer_request
 from solaris_lib.sparkutil import get_spark
+from solaris_lib.transfer.fallback import embed_fallback_level
 
 log = logging.getLogger("solaris.jobs.infer_embeddings")
-
-
-def embed_clusters(spark, settings, interval, model_version: str) -> dict | None:
-    """The hierarchical fallback's (user, item cluster) embeddings, same model version.
-
-    The level is optional: without the mined item statistics it needs (the job run on its own,
-    outside the pipeline) it is skipped with a warning and the exact embeddings stand alone."""
-    if settings.fallback_clusters == 0:
-        return None
-    from solaris_lib.layout import MINED, DataLayout
-    from solaris_lib.storage import is_complete
-    from solaris_lib.transfer.fallback import infer_cluster_embeddings
-
-    stats = DataLayout.from_settings(settings).output(MINED, interval, "item_stats")
-    if not is_complete(stats):
-        log.warning("hierarchical fallback skipped: no complete %s", stats)
-        return {"skipped": f"no complete {stats}"}
-
-    return infer_cluster_embeddings(spark, settings, interval, model_version,
-                                    k=settings.fallback_clusters)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark("solaris-infer-embeddings")
         try:
             report = run_inference(spark, settings, request)
-            fallback = embed_clusters(spark, settings, request.interval, report.model_version)
+            fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
         finally:
             spark.stop()
     except SolarisError as exc:

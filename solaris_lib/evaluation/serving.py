@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from solaris_lib.config import SolarisSettings
+from solaris_lib.evaluation.speculation import ratio
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, EVALUATION, MINED, DataLayout, join
 from solaris_lib.storage import is_complete
@@ -69,10 +70,6 @@ class ServingEvaluation:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _ratio(num: int, den: int) -> float | None:
-    return None if den == 0 else num / den
 
 
 def evaluate_serving(spark, settings: SolarisSettings, interval: Interval,
@@ -145,22 +142,17 @@ def sample_requests(logs, limit: int) -> list[tuple[int, list[int]]]:
 def replay_lookups(settings: SolarisSettings, logs, limit: int) -> LookupReplay:
     """Replay sampled requests through the client against the served version."""
     from solaris_lib.client import SolarisClient
-    from solaris_lib.devtools.redis_server import answers
 
     replay = LookupReplay()
     if limit <= 0:
         replay.skipped = "replay disabled"
-        return replay
-    if settings.redis_url.startswith("redis") and "cluster" not in settings.redis_url.split(
-            "://")[0] and not answers(settings.redis_url):
-        replay.skipped = "redis does not answer"
         return replay
     requests = sample_requests(logs, limit)
     with SolarisClient.from_url(settings.redis_url, key_prefix=settings.redis_key_prefix,
                                 timeout_ms=50.0, miss_sample_rate=0.0) as client:
         replay.served_version = client.version
         if replay.served_version is None:
-            replay.skipped = "no version is served"
+            replay.skipped = "no version is served"  # or Redis did not answer (client counts it)
             return replay
         _time_lookups(client, requests, replay)
     return replay
@@ -179,7 +171,7 @@ def _time_lookups(client, requests: list[tuple[int, list[int]]], replay: LookupR
     replay.pairs = sum(len(items) for _, items in requests)
     if micros:
         replay.p50_us, replay.p99_us = (float(x) for x in np.percentile(micros, [50, 99]))
-        replay.hit_rate = _ratio(hits, replay.pairs)
+        replay.hit_rate = ratio(hits, replay.pairs)
     log.info("replayed %d requests (%d pairs) against %s: p50 %.0f us, p99 %.0f us, hit rate %s",
              replay.requests, replay.pairs, replay.served_version, replay.p50_us or 0,
              replay.p99_us or 0, replay.hit_rate)

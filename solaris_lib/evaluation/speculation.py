@@ -45,7 +45,8 @@ def _future_pairs(logs, known_users):
     return future.join(known, "user_id", "left").fillna(False, subset=["known"])
 
 
-def _ratio(numerator, denominator) -> float | None:
+def ratio(numerator, denominator) -> float | None:
+    """numerator / denominator, None over an empty denominator (the one rule for every metric)."""
     return None if not denominator else float(numerator) / float(denominator)
 
 
@@ -81,18 +82,18 @@ def coverage_metrics(pairs, logs, known_users=None, *, spark=None) -> dict:
     row = {k: (v or 0) for k, v in row.items()}
     n_pairs = precomputed.count()
     result = {
-        "coverage": _ratio(row["hit_rows_known"], row["rows_known"]),
-        "coverage_all": _ratio(row["hit_rows_all"], row["rows_all"]),
-        "coverage_new": _ratio(row["hit_rows_all"] - row["hit_rows_known"],
+        "coverage": ratio(row["hit_rows_known"], row["rows_known"]),
+        "coverage_all": ratio(row["hit_rows_all"], row["rows_all"]),
+        "coverage_new": ratio(row["hit_rows_all"] - row["hit_rows_known"],
                                row["rows_all"] - row["rows_known"]),
-        "unique_coverage": _ratio(row["hit_pairs_known"], row["pairs_known"]),
-        "unique_coverage_all": _ratio(row["hit_pairs_all"], row["pairs_all"]),
-        "waste": _ratio(n_pairs - row["hit_pairs_all"], n_pairs),
+        "unique_coverage": ratio(row["hit_pairs_known"], row["pairs_known"]),
+        "unique_coverage_all": ratio(row["hit_pairs_all"], row["pairs_all"]),
+        "waste": ratio(n_pairs - row["hit_pairs_all"], n_pairs),
         "pairs_precomputed": n_pairs,
         "future_rows": row["rows_all"],
         "future_rows_known": row["rows_known"],
         "known_users_active": row["known_users_active"],
-        "mean_future_pairs_per_user": _ratio(row["pairs_known"], row["known_users_active"]),
+        "mean_future_pairs_per_user": ratio(row["pairs_known"], row["known_users_active"]),
     }
     if has_sources:
         result["per_source"] = _per_source(precomputed, joined, row["rows_known"])
@@ -120,8 +121,8 @@ def _per_source(precomputed, joined, rows_known) -> dict:
         hit = found.get(source)
         out[source] = {
             "pairs": pairs[source],
-            "coverage": _ratio(hit["rows_known"] if hit else 0, rows_known),
-            "precision": _ratio(hit["hit_pairs"] if hit else 0, pairs[source]),
+            "coverage": ratio(hit["rows_known"] if hit else 0, rows_known),
+            "precision": ratio(hit["hit_pairs"] if hit else 0, pairs[source]),
         }
     return out
 
@@ -139,7 +140,7 @@ def coverage_curve(ranked, logs, known_users, budgets: list[int]) -> list[dict]:
             for b in budgets]
     row = joined.agg(F.sum("rows").alias("total"), *sums).first().asDict()
     total = row["total"] or 0
-    return [{"budget": b, "coverage": _ratio(row[f"b{b}"] or 0, total)} for b in budgets]
+    return [{"budget": b, "coverage": ratio(row[f"b{b}"] or 0, total)} for b in budgets]
 
 
 def plot_coverage_curves(curves: dict[str, list[dict]], path: str, title: str) -> str:

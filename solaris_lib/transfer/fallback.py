@@ -245,3 +245,22 @@ def infer_cluster_embeddings(spark, settings, interval, embedder_or_version=None
               "items": n_items, "rows_written": rows, "model_version": version}
     log.info("cluster embeddings of %s: %s", interval.key, report)
     return report
+
+
+def embed_fallback_level(spark, settings, interval, model_version: str) -> dict | None:
+    """The hierarchical fallback's (user, item cluster) embeddings, same model version.
+
+    The level is optional: without the mined item statistics it needs (the job run on its own,
+    outside the pipeline) it is skipped with a warning and the exact embeddings stand alone."""
+    if settings.fallback_clusters == 0:
+        return None
+    from solaris_lib.layout import MINED, DataLayout
+    from solaris_lib.storage import is_complete
+
+    stats = DataLayout.from_settings(settings).output(MINED, interval, "item_stats")
+    if not is_complete(stats):
+        logging.getLogger(__name__).warning("hierarchical fallback skipped: no complete %s", stats)
+        return {"skipped": f"no complete {stats}"}
+
+    return infer_cluster_embeddings(spark, settings, interval, model_version,
+                                    k=settings.fallback_clusters)
