@@ -1,0 +1,87 @@
+"""A tiny simulated world with trained models, run through the real DAGs (Spark local mode,
+a real Redis, Airflow's metadata DB in the test session's AIRFLOW_HOME).
+
+Shared by tests/integration/orchestration and tests/integration/reliability: defined once here
+so the session builds it once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from solaris_lib.intervals import Interval
+from solaris_lib.simulate.config import WorldConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+WORLD = WorldConfig(users=150, items=200, days=3, seed=11)
+FIRST = Interval(WORLD.start + timedelta(days=2, hours=10), WORLD.start + timedelta(days=2, hours=11))
+
+
+def airflow_cli(*args: str) -> None:
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    done = subprocess.run([airflow, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """Airflow's metadata DB migrated, with the pool that bounds Spark jobs."""
+    airflow_cli("db", "migrate")
+    airflow_cli("pools", "set", "solaris_spark", "2", "SOLARIS Spark jobs")
+
+
+def run_dag(dag_id: str, run_after: datetime):
+    """One real run of a repository DAG for the interval ending at ``run_after``."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    run = bag.dags[dag_id].test(logical_date=run_after)
+    assert run.data_interval_end == run_after
+    return run
+
+
+@dataclass
+class Pipeline:
+    data_root: Path
+    redis_url: str
+    key_prefix: str
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory, redis_url, airflow_db):
+    """The tiny world simulated, retrieval factors and a foundation model trained by the
+    training DAGs; SOLARIS_* variables point every job at it for the whole session."""
+    import redis
+
+    from solaris_lib.simulate.world import Simulator
+
+    data_root = tmp_path_factory.mktemp("pipeline") / "data"
+    prefix = f"solaris-test-{uuid.uuid4().hex[:10]}"
+    env = {"SOLARIS_DATA_ROOT": str(data_root), "SOLARIS_REDIS_URL": redis_url,
+           "SOLARIS_REDIS_KEY_PREFIX": prefix, "SOLARIS_FOUNDATION_PRESET": "test",
+           "SOLARIS_SPECULATE_BUDGET_PER_USER": "20", "SOLARIS_FALLBACK_CLUSTERS": "8"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        Simulator(WORLD).run(str(data_root / "logs"))
+        for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
+            assert run_dag(dag_id, FIRST.start).state == "success", dag_id
+        yield Pipeline(data_root, redis_url, prefix)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start:start + 500])
