@@ -48,6 +48,18 @@ def decay_weight(end: datetime, half_life_s: float):
     return F.exp(-F.lit(math.log(2.0) / half_life_s) * age)
 
 
+def decayed_sum(end: datetime, half_life_s: float):
+    """Aggregate column: the sum of :func:`decay_weight` over a group, as a double.
+
+    Each weight is rounded to 18 decimals and summed as DECIMAL(38, 18), which is exact: the
+    result does not depend on the order Spark adds the rows in (a float sum does, in its last
+    bits, so two runs of one interval wrote different bytes).
+    """
+    from pyspark.sql import functions as F
+
+    return F.sum(decay_weight(end, half_life_s).cast("decimal(38,18)")).cast("double")
+
+
 def has_positions(logs) -> bool:
     """True when any row carries a position (then events are the shown rows)."""
     return logs.filter("position IS NOT NULL").limit(1).count() > 0
@@ -85,7 +97,7 @@ def pair_stats(logs, end: datetime, half_life_s: float):
         F.sum(F.col("clicked").cast("long")).alias("clicks"),
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
-        F.sum(decay_weight(end, half_life_s)).alias("decayed"),
+        decayed_sum(end, half_life_s).alias("decayed"),
     )
 
 
@@ -98,7 +110,7 @@ def item_stats(logs, end: datetime, half_life_s: float, trend_window_s: float, s
     stats = logs.groupBy("item_id").agg(
         F.count(F.lit(1)).alias("popularity"),
         F.countDistinct("user_id").alias("users"),
-        F.sum(decay_weight(end, half_life_s)).alias("decayed"),
+        decayed_sum(end, half_life_s).alias("decayed"),
         F.sum(recent.cast("long")).alias("recent"),
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
@@ -119,7 +131,7 @@ def user_stats(logs, end: datetime, half_life_s: float):
     return requests.groupBy("user_id").agg(
         F.count(F.lit(1)).alias("requests"),
         F.sum("rows").alias("rows"),
-        F.sum(decay_weight(end, half_life_s)).alias("decayed_requests"),
+        decayed_sum(end, half_life_s).alias("decayed_requests"),
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
     )

@@ -7,20 +7,38 @@ jobs, a real Redis.
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import Interval
+from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, hour_partition
-from tests.integration.conftest import ROOT
+from solaris_lib.orchestration.dagspec import SPARK_CONF, job_path
+from solaris_lib.speculation.io import read_partition
+from solaris_lib.speculation.mine import SORT_KEYS
+from solaris_lib.storage import is_complete, list_files
+from tests.budgets import TEST_TIMEOUT_MS
+from tests.integration.conftest import FIRST, ROOT, run_dag
+from tests.integration.orchestration.test_precompute_dag import published_content
 
 pytestmark = pytest.mark.integration
 DAG_ID = "solaris_precompute"
 DOWNSTREAM = ("mine", "speculate", "infer", "evaluate", "publish")
+MINE_TABLES = tuple(SORT_KEYS)  # the five tables jobs/mine_logs.py writes, in write order
+MINE = Interval(datetime(2026, 1, 7, 10, tzinfo=UTC), datetime(2026, 1, 7, 11, tzinfo=UTC))
+MINE_LOOKBACK = "1d"  # of tiny_world's 3 days (2026-01-05 .. 07)
 LATE = Interval(datetime(2026, 3, 2, 10, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC))
 
 
@@ -118,3 +136,197 @@ def test_late_log_partition_lets_the_sensor_succeed(bare_root, monkeypatch):
     courier.join(timeout=5)
     assert task_states(run) == {"wait_for_logs": "success"} and run.state == "success"
     assert pokes[:2] == [1, 1] and pokes[-1] == 0
+
+
+def spark_submit(job: str, interval: Interval, data_root: Path, *extra: str) -> subprocess.Popen:
+    """``job`` as the DAG's SparkSubmitOperator starts it (same conf, local[2]), in a process
+    group of its own (pgid = pid) so that the driver, its JVM and Python workers die together."""
+    submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable))
+    conf = [arg for key, value in SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")}
+    env["SOLARIS_DATA_ROOT"] = str(data_root)
+    command = [submit, "--master", "local[2]", *conf, "--name", f"solaris-{job}", job_path(job),
+               "--start", interval.start.isoformat(), "--end", interval.end.isoformat(), *extra]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def first_running_write(stage_root: Path, process: subprocess.Popen, timeout_s: float = 600):
+    """Polls (every 10 ms) until a Spark write is in progress under ``stage_root``: a
+    ``_temporary`` folder (Spark's output committer) inside a partition's staging folder.
+    Returns that staging folder; fails if the job ends first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for staging in stage_root.glob("*/.interval=*.staging-*"):
+            if (staging / "_temporary").is_dir():
+                return staging
+        if process.poll() is not None:
+            pytest.fail(f"the job ended (exit {process.returncode}) before any write began:\n"
+                        f"{process.stdout.read()[-3000:]}")
+        time.sleep(0.01)
+    pytest.fail(f"no Spark write began within {timeout_s} s")
+
+
+def processes_with_env(marker: str) -> list[str]:
+    """Live (not zombie) processes whose environment holds ``marker``: "pid command"."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ")[:120].decode()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        if state != "Z":
+            found.append(f"{proc.name} {command}")
+    return found
+
+
+def wait_until_gone(marker: str, timeout_s: float = 30) -> list[str]:
+    """Processes still alive with ``marker`` after up to ``timeout_s`` (empty once all died)."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := processes_with_env(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+def read_rows(partition: str) -> pa.Table:
+    """A partition's rows in file order (the jobs write sorted, range-partitioned files)."""
+    return pa.concat_tables([pq.read_table(path) for path in list_files(partition)])
+
+
+@pytest.mark.slow
+def test_spark_job_killed_mid_stage_leaves_nothing_complete_and_rerun_is_identical(
+        spark, tiny_world, tmp_path):
+    """jobs/mine_logs.py under spark-submit, SIGKILLed (the whole process group: spark-submit,
+    the driver's JVM and Python) as soon as its first partition write is running. The reference
+    is an uninterrupted run of the same code in this session's SparkSession (another Spark
+    application, so the outputs do not depend on the application either)."""
+    from solaris_lib.intervals import parse_duration
+    from solaris_lib.speculation.config import MineConfig
+    from solaris_lib.speculation.pipeline import run_mine
+
+    reference_root, root = tmp_path / "reference", tmp_path / "data"
+    for folder in (reference_root, root):
+        folder.mkdir()
+        (folder / "logs").symlink_to(tiny_world, target_is_directory=True)
+    reference = DataLayout(root=str(reference_root), models_root=str(reference_root / "models"))
+    run_mine(spark, reference, MINE, MineConfig(lookback=parse_duration(MINE_LOOKBACK)))
+    layout = DataLayout(root=str(root), models_root=str(root / "models"))
+
+    job = spark_submit("mine_logs", MINE, root, "--lookback", MINE_LOOKBACK)
+    staging = first_running_write(root / MINED, job)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.communicate(timeout=60)
+    assert job.returncode == -signal.SIGKILL
+    assert wait_until_gone(f"SOLARIS_DATA_ROOT={root}") == []  # no orphan JVM or worker
+
+    killed_in = staging.parent.name
+    assert not is_complete(layout.output(MINED, MINE, killed_in))
+    for table in MINE_TABLES:
+        final = layout.output(MINED, MINE, table)
+        if is_complete(final):  # finished before the kill: complete and right
+            assert read_rows(final).equals(read_rows(reference.output(MINED, MINE, table)))
+            continue
+        assert not Path(final).exists() and list_files(final) == []
+        with pytest.raises(EmptyInputError, match="missing or incomplete"):
+            read_partition(spark, final)
+    leftovers = [p.name for p in (root / MINED).glob("*/*") if not is_complete(str(p))]
+    assert leftovers and all(name.startswith(".") for name in leftovers)  # hidden from readers
+
+    rerun = spark_submit("mine_logs", MINE, root, "--lookback", MINE_LOOKBACK)
+    out, _ = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, out[-3000:]
+    for table in MINE_TABLES:
+        final, expected = layout.output(MINED, MINE, table), reference.output(MINED, MINE, table)
+        assert is_complete(final), table
+        got, want = read_rows(final), read_rows(expected)
+        assert got.num_rows > 0 and got.equals(want), table
+
+
+def served_state(pipeline, layout: DataLayout):
+    """(version, every key and value of it, one user's lookup, the speculated partition's interval)
+    as the client sees the cache now."""
+    from solaris_lib.client import SolarisClient
+    from solaris_lib.intervals import key_to_start
+
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        version = client.version
+        if version is None:
+            return None
+        start = key_to_start(version.split("-", 1)[0])
+        interval = Interval(start, start + FIRST.length)
+        pairs = pq.read_table(layout.output(SPECULATED, interval)).to_pandas()
+        user = int(pairs["user_id"].iloc[0])
+        items = pairs.loc[pairs["user_id"] == user, "item_id"].astype(int).tolist()
+        found = client.lookup(user, items)
+    assert found.hit.all()
+    content = published_content(pipeline.redis_url, pipeline.key_prefix, version)
+    return version, content, found.embeddings
+
+
+def promote_nan_model(model_root: str) -> str:
+    """A copy of the serving foundation model with NaN output weights, made the serving version
+    (what a bad promotion does); returns the version it replaced."""
+    from solaris_lib.model import artefact
+
+    good = artefact.serving_version(model_root)
+    cfg, state = artefact.load_state(artefact.version_dir(model_root, good))
+    state = {k: v.clone() for k, v in state.items()}
+    state["out.weight"].fill_(float("nan"))
+    state["head.3.weight"].fill_(float("nan"))
+    artefact.write_version(model_root, "nan-test", state, cfg, {}, {})
+    artefact.set_serving(model_root, "nan-test")
+    return good
+
+
+def partition_bytes(partition: str) -> dict[str, bytes]:
+    return {Path(path).name: Path(path).read_bytes() for path in list_files(partition)}
+
+
+@pytest.mark.slow
+def test_nan_model_fails_infer_and_nothing_is_published(pipeline, capfd):
+    """The precompute DAG rerun for FIRST (already run, and served or superseded, by
+    test_precompute_dag / test_rest_api; run here first when alone) after a NaN model was
+    promoted. ``mine``, ``speculate`` and ``evaluate`` are marked success (``dags test
+    --mark-success-pattern``): their partitions of FIRST are complete and do not depend on the
+    model, and running them again would add about a minute of Spark for nothing. ``infer`` runs
+    for real (spark-submit) and must fail with NonFiniteOutputError; ``publish`` must not run."""
+    from solaris_lib.config import SolarisSettings
+    from solaris_lib.model import artefact
+
+    settings = SolarisSettings(data_root=str(pipeline.data_root), redis_url=pipeline.redis_url,
+                               redis_key_prefix=pipeline.key_prefix)
+    layout = DataLayout.from_settings(settings)
+    if served_state(pipeline, layout) is None or not is_complete(layout.output(SPECULATED, FIRST)):
+        assert run_dag(DAG_ID, FIRST.end).state == "success"
+    version, content, lookup = served_state(pipeline, layout)
+    embeddings = layout.output(EMBEDDINGS, FIRST)
+    before = partition_bytes(embeddings)
+    assert before and is_complete(layout.output(MINED, FIRST, "user_history"))
+
+    model_root = layout.model("foundation")
+    good = promote_nan_model(model_root)
+    try:
+        dag = load_dag()
+        dag.get_task("infer").retries = 0  # a retry fails the same way, after a 30 s delay
+        capfd.readouterr()
+        run = dag.test(logical_date=FIRST.end, mark_success_pattern="mine|speculate|evaluate")
+    finally:
+        artefact.set_serving(model_root, good)
+    output = capfd.readouterr()
+    log = output.out + output.err
+
+    states = task_states(run)
+    assert run.state == "failed"
+    assert states["infer"] == "failed" and states["publish"] == "upstream_failed", states
+    assert "embeddings are NaN or infinite" in log and f"nothing written to {embeddings}" in log
+    assert "Error code is: 5" in log  # the job's exit code for NonFiniteOutputError
+    assert partition_bytes(embeddings) == before and is_complete(embeddings)
+    now_version, now_content, now_lookup = served_state(pipeline, layout)
+    assert now_version == version and now_content == content
+    assert (now_lookup == lookup).all()
