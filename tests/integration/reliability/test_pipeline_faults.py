@@ -1,12 +1,17 @@
-"""Faults of the pipeline as the orchestrator runs it: a log partition that is missing or late
-(the precompute DAG's sensor), ...
+"""Faults of the pipeline as the orchestrator runs it (issue 8): a log partition that is
+missing (the sensor times out, nothing downstream runs) or late (the sensor succeeds once it
+arrives), a Spark job SIGKILLed mid-stage then rerun (nothing half-written is visible, no orphan
+process, identical outputs), and a foundation model whose outputs are NaN (``infer`` fails,
+nothing is published, the client keeps the served version).
 
-Each test drives real components: Airflow's ``dag.test`` with the repository's DAG, spark-submit
-jobs, a real Redis.
+Each test drives real components: the repository's DAG through Airflow's ``dag.test`` (tasks
+in-process, Spark tasks as spark-submit), spark-submit jobs in their own process group, Redis.
+The other faults of the issue are in test_faults.py here and tests/integration/cache/.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -14,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,17 +49,50 @@ MINE_LOOKBACK = "1d"  # of tiny_world's 3 days (2026-01-05 .. 07)
 LATE = Interval(datetime(2026, 3, 2, 10, tzinfo=UTC), datetime(2026, 3, 2, 11, tzinfo=UTC))
 
 
-def load_dag(dag_id: str = DAG_ID):
-    """The repository's DAG as Airflow parses it (settings read from the environment now)."""
+def load_dag():
+    """The precompute DAG as Airflow parses it (settings read from the environment now)."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    return bag.dags[dag_id]
+    return bag.dags[DAG_ID]
 
 
 def task_states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def record_failures(dag, *task_ids: str) -> dict[str, BaseException]:
+    """Sets an ``on_failure_callback`` (what an alert hook gets) on these tasks of ``dag``;
+    returns the dict it fills with each failed task's exception."""
+    failures: dict[str, BaseException] = {}
+    for task_id in task_ids:
+        dag.get_task(task_id).on_failure_callback = (
+            lambda context, task_id=task_id: failures.setdefault(task_id, context["exception"]))
+    return failures
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@contextmanager
+def task_log_lines() -> Iterator[list[str]]:
+    """Log lines of the tasks that ``dag.test`` runs meanwhile (spark-submit's output included:
+    Airflow routes it through the root logger). Call after the DAG was loaded: loading Airflow
+    configures logging, which replaces the root logger's handlers. (Not capfd: Airflow's handler
+    would keep writing to that test's stream after it closed.)"""
+    handler, root = _Lines(), logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        root.removeHandler(handler)
 
 
 def write_empty_hour(logs_root: Path, hour: datetime) -> Path:
@@ -79,8 +119,7 @@ def bare_root(tmp_path, monkeypatch, airflow_db, key_prefix, redis_url):
 
 
 def test_missing_log_partition_times_out_and_nothing_downstream_runs(bare_root, key_prefix,
-                                                                     redis_url, monkeypatch,
-                                                                     capfd):
+                                                                     redis_url, monkeypatch):
     import redis
 
     monkeypatch.setenv("SOLARIS_LOG_WAIT_TIMEOUT", "3s")
@@ -88,14 +127,19 @@ def test_missing_log_partition_times_out_and_nothing_downstream_runs(bare_root, 
     sensor = dag.get_task("wait_for_logs")
     assert sensor.timeout == 3 and sensor.mode == "reschedule"
     sensor.poke_interval = 1  # the DAG's 60 s, shortened so the test pokes a few times
-    run = dag.test(logical_date=LATE.end)
+    failures = record_failures(dag, "wait_for_logs", *DOWNSTREAM)
+    with task_log_lines() as lines:
+        run = dag.test(logical_date=LATE.end)
 
-    output = capfd.readouterr()
     states = task_states(run)
     assert run.state == "failed" and states["wait_for_logs"] == "failed"
     missing = bare_root / "logs" / hour_partition(LATE.start)
-    assert (f"log partitions of {LATE} did not arrive within 3 s; missing: {missing}; "
-            "downstream tasks will not run") in output.out + output.err
+    assert list(failures) == ["wait_for_logs"]
+    assert str(failures["wait_for_logs"]) == (
+        f"log partitions of {LATE} did not arrive within 3 s; missing: {missing}; downstream "
+        "tasks will not run. Rerun the task once the logs are there.")
+    assert any(f"waiting for 1 of 1 log partitions of {LATE}, first missing: {missing}" in line
+               for line in lines)  # what each poke logs
     assert {task: states[task] for task in DOWNSTREAM} == dict.fromkeys(DOWNSTREAM,
                                                                          "upstream_failed")
     assert sorted(p.name for p in bare_root.iterdir()) == ["logs"]  # no stage wrote anything
@@ -138,20 +182,24 @@ def test_late_log_partition_lets_the_sensor_succeed(bare_root, monkeypatch):
     assert pokes[:2] == [1, 1] and pokes[-1] == 0
 
 
-def spark_submit(job: str, interval: Interval, data_root: Path, *extra: str) -> subprocess.Popen:
+def spark_submit(job: str, interval: Interval, data_root: Path, output: Path,
+                 *extra: str) -> subprocess.Popen:
     """``job`` as the DAG's SparkSubmitOperator starts it (same conf, local[2]), in a process
-    group of its own (pgid = pid) so that the driver, its JVM and Python workers die together."""
+    group of its own (pgid = pid) so that the driver, its JVM and Python workers die together.
+    Its output goes to the file ``output`` (a pipe nobody reads would stall the job)."""
     submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable))
     conf = [arg for key, value in SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")}
     env["SOLARIS_DATA_ROOT"] = str(data_root)
     command = [submit, "--master", "local[2]", *conf, "--name", f"solaris-{job}", job_path(job),
                "--start", interval.start.isoformat(), "--end", interval.end.isoformat(), *extra]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    with open(output, "w") as sink:
+        return subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
-def first_running_write(stage_root: Path, process: subprocess.Popen, timeout_s: float = 600):
+def first_running_write(stage_root: Path, process: subprocess.Popen, output: Path,
+                        timeout_s: float = 600) -> Path:
     """Polls (every 10 ms) until a Spark write is in progress under ``stage_root``: a
     ``_temporary`` folder (Spark's output committer) inside a partition's staging folder.
     Returns that staging folder; fails if the job ends first."""
@@ -162,8 +210,9 @@ def first_running_write(stage_root: Path, process: subprocess.Popen, timeout_s: 
                 return staging
         if process.poll() is not None:
             pytest.fail(f"the job ended (exit {process.returncode}) before any write began:\n"
-                        f"{process.stdout.read()[-3000:]}")
+                        f"{output.read_text()[-3000:]}")
         time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
     pytest.fail(f"no Spark write began within {timeout_s} s")
 
 
@@ -217,11 +266,11 @@ def test_spark_job_killed_mid_stage_leaves_nothing_complete_and_rerun_is_identic
     run_mine(spark, reference, MINE, MineConfig(lookback=parse_duration(MINE_LOOKBACK)))
     layout = DataLayout(root=str(root), models_root=str(root / "models"))
 
-    job = spark_submit("mine_logs", MINE, root, "--lookback", MINE_LOOKBACK)
-    staging = first_running_write(root / MINED, job)
+    killed_log = tmp_path / "killed.log"
+    job = spark_submit("mine_logs", MINE, root, killed_log, "--lookback", MINE_LOOKBACK)
+    staging = first_running_write(root / MINED, job, killed_log)
     os.killpg(job.pid, signal.SIGKILL)
-    job.communicate(timeout=60)
-    assert job.returncode == -signal.SIGKILL
+    assert job.wait(timeout=60) == -signal.SIGKILL
     assert wait_until_gone(f"SOLARIS_DATA_ROOT={root}") == []  # no orphan JVM or worker
 
     killed_in = staging.parent.name
@@ -237,9 +286,9 @@ def test_spark_job_killed_mid_stage_leaves_nothing_complete_and_rerun_is_identic
     leftovers = [p.name for p in (root / MINED).glob("*/*") if not is_complete(str(p))]
     assert leftovers and all(name.startswith(".") for name in leftovers)  # hidden from readers
 
-    rerun = spark_submit("mine_logs", MINE, root, "--lookback", MINE_LOOKBACK)
-    out, _ = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, out[-3000:]
+    rerun_log = tmp_path / "rerun.log"
+    rerun = spark_submit("mine_logs", MINE, root, rerun_log, "--lookback", MINE_LOOKBACK)
+    assert rerun.wait(timeout=600) == 0, rerun_log.read_text()[-3000:]
     for table in MINE_TABLES:
         final, expected = layout.output(MINED, MINE, table), reference.output(MINED, MINE, table)
         assert is_complete(final), table
@@ -289,7 +338,7 @@ def partition_bytes(partition: str) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_nan_model_fails_infer_and_nothing_is_published(pipeline, capfd):
+def test_nan_model_fails_infer_and_nothing_is_published(pipeline):
     """The precompute DAG rerun for FIRST (already run, and served or superseded, by
     test_precompute_dag / test_rest_api; run here first when alone) after a NaN model was
     promoted. ``mine``, ``speculate`` and ``evaluate`` are marked success (``dags test
@@ -314,18 +363,20 @@ def test_nan_model_fails_infer_and_nothing_is_published(pipeline, capfd):
     try:
         dag = load_dag()
         dag.get_task("infer").retries = 0  # a retry fails the same way, after a 30 s delay
-        capfd.readouterr()
-        run = dag.test(logical_date=FIRST.end, mark_success_pattern="mine|speculate|evaluate")
+        failures = record_failures(dag, *DOWNSTREAM)
+        with task_log_lines() as lines:
+            run = dag.test(logical_date=FIRST.end,
+                           mark_success_pattern="mine|speculate|evaluate")
     finally:
         artefact.set_serving(model_root, good)
-    output = capfd.readouterr()
-    log = output.out + output.err
 
     states = task_states(run)
     assert run.state == "failed"
     assert states["infer"] == "failed" and states["publish"] == "upstream_failed", states
-    assert "embeddings are NaN or infinite" in log and f"nothing written to {embeddings}" in log
-    assert "Error code is: 5" in log  # the job's exit code for NonFiniteOutputError
+    assert list(failures) == ["infer"]
+    assert "Error code is: 5" in str(failures["infer"])  # exit code of NonFiniteOutputError
+    job_error = [line for line in lines if "embeddings are NaN or infinite" in line]
+    assert job_error and f"nothing written to {embeddings}" in job_error[0], lines[-20:]
     assert partition_bytes(embeddings) == before and is_complete(embeddings)
     now_version, now_content, now_lookup = served_state(pipeline, layout)
     assert now_version == version and now_content == content
