@@ -18,10 +18,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def published_content(url: str, prefix: str, version: str) -> dict[bytes, dict]:
-    """Every key of one cache version with its hash or string value."""
+    """Every key of one cache version under ``prefix`` with its hash or string value (other
+    sessions on the same Redis may publish the same version id under their own prefix)."""
     client = redis.Redis.from_url(url)
     content = {}
-    for key in client.scan_iter(match=f"*{version}*", count=1000):
+    for key in client.scan_iter(match=f"{prefix}:*{version}*", count=1000):
         kind = client.type(key)
         content[key] = client.hgetall(key) if kind == b"hash" else client.get(key)
     client.close()

@@ -67,8 +67,8 @@ def record_failures(dag, *task_ids: str) -> dict[str, BaseException]:
     returns the dict it fills with each failed task's exception."""
     failures: dict[str, BaseException] = {}
     for task_id in task_ids:
-        dag.get_task(task_id).on_failure_callback = (
-            lambda context, task_id=task_id: failures.setdefault(task_id, context["exception"]))
+        dag.get_task(task_id).on_failure_callback = [  # a list, as the operator stores it
+            lambda context, task_id=task_id: failures.setdefault(task_id, context["exception"])]
     return failures
 
 
