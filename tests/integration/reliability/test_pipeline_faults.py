@@ -364,9 +364,7 @@ def test_nan_model_fails_infer_and_nothing_is_published(pipeline):
         dag = load_dag()
         dag.get_task("infer").retries = 0  # a retry fails the same way, after a 30 s delay
         failures = record_failures(dag, *DOWNSTREAM)
-        with task_log_lines() as lines:
-            run = dag.test(logical_date=FIRST.end,
-                           mark_success_pattern="mine|speculate|evaluate")
+        run = dag.test(logical_date=FIRST.end, mark_success_pattern="mine|speculate|evaluate")
     finally:
         artefact.set_serving(model_root, good)
 
@@ -374,9 +372,10 @@ def test_nan_model_fails_infer_and_nothing_is_published(pipeline):
     assert run.state == "failed"
     assert states["infer"] == "failed" and states["publish"] == "upstream_failed", states
     assert list(failures) == ["infer"]
-    assert "Error code is: 5" in str(failures["infer"])  # exit code of NonFiniteOutputError
-    job_error = [line for line in lines if "embeddings are NaN or infinite" in line]
-    assert job_error and f"nothing written to {embeddings}" in job_error[0], lines[-20:]
+    # exit 5 from infer_embeddings.py is NonFiniteOutputError and nothing else (its docstring);
+    # the job's own line goes to the task log, which dag.test does not route to the root logger
+    assert "infer_embeddings.py" in str(failures["infer"])
+    assert "Error code is: 5" in str(failures["infer"])
     assert partition_bytes(embeddings) == before and is_complete(embeddings)
     now_version, now_content, now_lookup = served_state(pipeline, layout)
     assert now_version == version and now_content == content
