@@ -73,14 +73,29 @@ def bytes_per_slot(users, value_bytes: int, key_head: int, limits: memory.HashLi
             .collect())
 
 
-def write(valid, target: WriteTarget, partitions: int) -> list[dict]:
+def write(valid, target: WriteTarget, partitions: int, scattered: list[int] | None
+          ) -> list[dict]:
     """Write every pair and return each partition's stats row.
 
-    Rows are hash-partitioned by user (a user's pairs are written, counted and checked by one
-    task) and sorted by (user, item) within partitions, as the writer expects.
+    A user's pairs must reach one task as one contiguous run (the writer sorts each run by
+    item). Rows of users that the survey found contiguous in one input partition
+    (``scattered`` lists the others) keep the input's partitions and order: no shuffle.
+    The rows of ``scattered`` users (all rows when it is None) are hash-partitioned by user
+    into ``partitions`` and sorted by (user, item), in the same job.
     """
-    ordered = (valid.select("user_id", "item_id", "embedding")
-               .repartition(partitions, "user_id")
-               .sortWithinPartitions("user_id", "item_id"))
-    rows = ordered.mapInArrow(partial(write_partition, target=target), STATS_DDL).collect()
+    from pyspark.sql import functions as F
+
+    valid = valid.select("user_id", "item_id", "embedding")
+    if scattered is None:
+        parts = _by_user(valid, partitions)
+    elif not scattered:
+        parts = valid
+    else:
+        moved = F.col("user_id").isin(scattered)
+        parts = valid.where(~moved).unionByName(_by_user(valid.where(moved), partitions))
+    rows = parts.mapInArrow(partial(write_partition, target=target), STATS_DDL).collect()
     return [row.asDict() for row in rows]
+
+
+def _by_user(rows, partitions: int):
+    return rows.repartition(partitions, "user_id").sortWithinPartitions("user_id", "item_id")

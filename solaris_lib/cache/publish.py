@@ -72,6 +72,7 @@ from solaris_lib.cache.validate import (
     non_finite,
     publishable_users,
     reason,
+    scattered_users,
     survey,
     user_groups,
 )
@@ -82,6 +83,7 @@ from solaris_lib.layout import CACHE, EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
+SCATTERED_LIMIT = 100_000  # more users not contiguous in one input partition: shuffle all rows
 
 
 class PublishConfig(BaseModel):
@@ -193,8 +195,12 @@ class _Run:
             valid = frame.where(reason(found.model_version, found.dim).isNull())
             fallback = read_fallback(self.spark, self.layout, self.interval,
                                      found.model_version, found.dim)
+            # the fallback's rows join their users' exact rows: with it, every row is shuffled
+            scattered = (scattered_users(groups, found, SCATTERED_LIMIT) if fallback is None
+                         else None)
             report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
-                                         publishable_users(groups, found), found, fallback)
+                                         publishable_users(groups, found), found, fallback,
+                                         scattered)
         finally:
             groups.unpersist()
         if report.status != "published" or not report.quarantined:
@@ -227,8 +233,8 @@ class _Run:
         log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
                     found.rows, target, report.quarantined)
 
-    def _publish_valid(self, valid, users, found: Survey,
-                       fallback: FallbackLevel | None) -> PublishReport:
+    def _publish_valid(self, valid, users, found: Survey, fallback: FallbackLevel | None,
+                       scattered: list[int] | None) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
                              found.digest, fallback.digest if fallback else "")
@@ -245,7 +251,7 @@ class _Run:
         self._phase("estimate")
         self._check_memory(users, codec, report, fallback)
         self._phase("write")
-        manifest = self._write(valid, codec, report, found, fallback)
+        manifest = self._write(valid, codec, report, found, fallback, scattered)
         self._phase("switch")
         return self._switch(report, manifest)
 
@@ -307,9 +313,9 @@ class _Run:
                     f"served.", required, free)
 
     def _write(self, valid, codec: Codec, report: PublishReport, found: Survey,
-               fallback: FallbackLevel | None) -> Manifest:
-        """Write the manifest (state writing), the fallback's item table and every pair;
-        check the counts."""
+               fallback: FallbackLevel | None, scattered: list[int] | None) -> Manifest:
+        """Write the manifest (state writing), the fallback's item table and every pair
+        (``scattered``: see :func:`frames.write`); check the counts."""
         valid_rows = found.valid_rows
         cluster_rows = fallback.valid_rows if fallback else 0
         manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
@@ -330,7 +336,9 @@ class _Run:
                              max(1, cluster_rows // self.config.verify_sample))
         partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
         started = time.perf_counter()
-        stats = _run_spark(lambda: frames.write(valid, target, partitions), report)
+        log.info("write: %s", "every row shuffled by user" if scattered is None else
+                 f"input order kept, {len(scattered)} scattered users shuffled")
+        stats = _run_spark(lambda: frames.write(valid, target, partitions, scattered), report)
         totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
         elapsed = time.perf_counter() - started
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],

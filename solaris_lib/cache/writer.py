@@ -1,7 +1,9 @@
 """Executor side of publishing: one Spark partition's pairs into Redis with pipelined writes.
 
-Rows arrive sorted by ``(user_id, item_id)`` (``mapInArrow`` batches), every row of a user in
-this partition, so each user's pairs are contiguous. Rows with an inf or a nan are dropped and
+Rows arrive as ``mapInArrow`` batches in which every user's rows form one contiguous run and
+every row of a user is in this partition (:func:`frames.write`); each run of complete users is
+sorted by ``(user_id, item_id)`` here, and a user seen again after its run is an error (the
+input's order changed: nothing is switched). Rows with an inf or a nan are dropped and
 counted (the publisher quarantines them afterwards); copies of a pair are resolved by
 :func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
@@ -92,6 +94,7 @@ class PartitionWriter:
         self.buffers: dict[NodePool, _NodeBuffer] = {}
         self.written: dict[NodePool, list[str]] = {}
         self.samples: dict[NodePool, list[_Sample]] = {}
+        self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
         self.started = time.perf_counter()
@@ -117,17 +120,27 @@ class PartitionWriter:
         self._write_users(*(column[:last] for column in rows))
 
     def _write_users(self, users: np.ndarray, items: np.ndarray, fp16: np.ndarray) -> None:
+        """Buffer the complete users of a run: (n,) users, (n,) items, (n, 2 * dim) fp16."""
         if not len(users):
             return
+        users, items, fp16 = pairs.sort_runs(users, items, fp16)
         keep = pairs.dedupe(users, items, fp16)
         self._count("duplicates", items, ~keep)
         users, items, fp16 = users[keep], items[keep], fp16[keep]
         values = self.codec.from_fp16(fp16)
+        self._count("pairs", items, np.ones(len(items), dtype=bool))
+        chosen = pairs.sampled(users, items, self.target.sample_modulus,
+                               self.target.cluster_sample_modulus)
         starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
         ends = np.r_[starts[1:], len(users)]
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        self.users_written.append(users[starts])
+        self.counts["users"] += len(starts)
+        sampled_runs = np.add.reduceat(chosen, starts) > 0
+        for start, end, sample in zip(starts.tolist(), ends.tolist(), sampled_runs.tolist(),
+                                      strict=True):
             part = slice(start, end)
-            self._buffer_user(int(users[start]), items[part], values[part], fp16[part])
+            self._buffer_user(int(users[start]), items[part], values[part], fp16[part],
+                              chosen[part] if sample else None)
 
     def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
         """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
@@ -136,20 +149,17 @@ class PartitionWriter:
         self.counts[f"cluster_{name}"] += clusters
 
     def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
-                     fp16: np.ndarray) -> None:
+                     fp16: np.ndarray, chosen: np.ndarray | None) -> None:
+        """One user's HSET + EXPIRE into its node's buffer; ``chosen``: its sampled pairs."""
         key = f"{self.head}{user}}}"
         tag = str(user).encode()
         command = (pairs.hset_command(key, items, values)
                    + pack_command("EXPIRE", key, self.target.ttl_s))
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
-        chosen = pairs.sampled(user, items, self.target.sample_modulus,
-                               self.target.cluster_sample_modulus)
-        if chosen.any():
+        if chosen is not None:
             self.samples.setdefault(pool, []).append(
                 _Sample(key, items[chosen], values[chosen], fp16[chosen]))
-        self._count("pairs", items, np.ones(len(items), dtype=bool))
-        self.counts["users"] += 1
         self._append(pool, tag, command)
 
     def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
@@ -194,6 +204,7 @@ class PartitionWriter:
         if self.pending is not None:
             self._write_users(*self.pending)
             self.pending = None
+        self._check_runs()
         for pool in list(self.buffers):
             self._flush(pool)
         for pool, keys in self.written.items():
@@ -202,6 +213,16 @@ class PartitionWriter:
             self._read_back(pool, samples)
         self.counts["seconds"] = time.perf_counter() - self.started
         return pa.RecordBatch.from_pylist([self.counts], schema=STATS_SCHEMA)
+
+    def _check_runs(self) -> None:
+        """Every user was one run of this partition, else the counts below would be wrong."""
+        if not self.users_written:
+            return
+        users = np.concatenate(self.users_written)
+        if len(np.unique(users)) != len(users):
+            raise PublishError(f"version {self.target.version}: a user's rows came to this "
+                               f"task in more than one run (the input changed between the "
+                               f"survey and the write?); rerun the publish")
 
     def _exchange(self, pool: NodePool, commands: list[bytes]) -> list:
         replies = pool.request(b"".join(commands), len(commands), self._deadline())
