@@ -69,11 +69,13 @@ from solaris_lib.cache.validate import (
     REASON,
     Survey,
     check_columns,
+    fold,
+    interpret,
     non_finite,
     publishable_users,
+    published_slots,
     reason,
     scattered_users,
-    survey,
     user_groups,
 )
 from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
@@ -172,6 +174,7 @@ class _Run:
         self.ttl_s = config.ttl_s or int(3 * interval.length.total_seconds())
         self.server: CacheServer | None = None
         self.seconds: dict[str, float] = {}
+        self.slots: list[dict] = []  # memory estimate per cluster slot, from the survey
         self.current_phase: str | None = None
         self.alias_sent = False
         self._clock = time.perf_counter()
@@ -189,20 +192,19 @@ class _Run:
         self._phase("inspect")
         source = self.layout.output(EMBEDDINGS, self.interval)
         frame = self._read(source)
-        groups = user_groups(frame, frames.field_sizes()).persist()
-        try:
-            found = survey(groups, source)
-            valid = frame.where(reason(found.model_version, found.dim).isNull())
-            fallback = read_fallback(self.spark, self.layout, self.interval,
-                                     found.model_version, found.dim)
-            # the fallback's rows join their users' exact rows: with it, every row is shuffled
-            scattered = (scattered_users(groups, found, SCATTERED_LIMIT) if fallback is None
-                         else None)
-            report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
-                                         publishable_users(groups, found), found, fallback,
-                                         scattered)
-        finally:
-            groups.unpersist()
+        # not persisted: the one job of the survey lets adaptive execution size its partitions
+        # (a cached frame keeps every shuffle partition); the rare uses below recompute it
+        groups = user_groups(frame, frames.field_sizes())
+        found = self._survey(groups, source)
+        valid = frame.where(reason(found.model_version, found.dim).isNull())
+        fallback = read_fallback(self.spark, self.layout, self.interval,
+                                 found.model_version, found.dim)
+        # the fallback's rows join their users' exact rows: with it, every row is shuffled
+        scattered = (scattered_users(groups, found, SCATTERED_LIMIT) if fallback is None
+                     else None)
+        report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
+                                     publishable_users(groups, found), found, fallback,
+                                     scattered)
         if report.status != "published" or not report.quarantined:
             self._phase(None)
             return report
@@ -210,6 +212,17 @@ class _Run:
         self._quarantine(frame, found, report)
         self._phase(None)
         return report
+
+    def _survey(self, groups, source: str) -> Survey:
+        """Totals and, in the same Spark job, the memory estimate per slot (``self.slots``) of
+        each group (a version id always has the same length, so the key length is known)."""
+        key_head = len(data_key_head(self.settings.redis_key_prefix,
+                                     f"{self.interval.key}-{'0' * 10}"))
+        value_factor = Codec(self.config.codec, 1).value_bytes // 2
+        tallied = frames.tally(groups, value_factor, key_head, self.server.hash_limits())
+        found = interpret(fold(tallied), source)
+        self.slots = published_slots(tallied, found)
+        return found
 
     def _read(self, source: str):
         if not is_complete(source):
@@ -273,10 +286,11 @@ class _Run:
     def _check_memory(self, users, codec: Codec, report: PublishReport,
                       fallback: FallbackLevel | None) -> None:
         limits = self.server.hash_limits()
-        if fallback is not None:
+        slots = self.slots
+        if fallback is not None:  # the c<cluster> fields change the users' encodings
             users = _with_cluster_fields(users, fallback.users)
-        key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
-        slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
+            key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
+            slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
         needed: dict[tuple[str, int], int] = {}
         for row in slots:
             address = self.server.router.pool_for_slot(row["slot"]).address
@@ -344,6 +358,9 @@ class _Run:
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
                  totals["users"], totals["bytes_sent"] // 2**20, elapsed,
                  totals["pairs"] / max(elapsed, 1e-9))
+        # the slowest task's time in the writer, and in its count and read-back
+        for name, column in (("write_task_max", "seconds"), ("check_task_max", "check_seconds")):
+            self.seconds[name] = round(max((s[column] for s in stats), default=0.0), 3)
         _check_counts(totals, valid_rows, report.version)
         _check_cluster_counts(totals, cluster_rows, report.version)
         report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],

@@ -96,8 +96,8 @@ def user_groups(frame, field_sizes):
     the rows, the content digest parts, the summed item-id sizes (``field_sizes()``: the
     ``lp`` and ``ht`` columns of ``frames.field_sizes``) and the first and last row position
     (``monotonically_increasing_id``: the input partition in the high bits, the row within it
-    in the low ones). At most a few rows per user: persist it, then :func:`survey` and the
-    memory estimate read it instead of the table."""
+    in the low ones). At most a few rows per user; :func:`frames.tally` sums them in the
+    same job."""
     from pyspark.sql import functions as F
 
     row_hash = F.xxhash64("user_id", "item_id", "embedding")
@@ -147,15 +147,35 @@ def publishable_users(groups, found: Survey):
 
 def survey(groups, where: str) -> Survey:
     """Totals of :func:`user_groups`; the majority model version (ties: smallest name) and its
-    most common embedding length define what is published."""
-    from pyspark.sql import functions as F
+    most common embedding length define what is published. (The publisher gets the same from
+    :func:`frames.tally`, which also estimates memory in that job, and :func:`fold`.)"""
+    from solaris_lib.cache.frames import tally
 
-    totals = (groups.groupBy(REASON, "model_version", "bytes")
-              .agg(F.sum("rows").alias("rows"), F.sum("low").alias("low"),
-                   F.bit_xor("xor").alias("xor"),
-                   F.sum(_scattered().cast("long")).alias("scattered"))
-              .collect())
-    return interpret([row.asDict() for row in totals], where)
+    return interpret(fold(tally(groups)), where)
+
+
+def fold(tallied: list[dict]) -> list[dict]:
+    """Rows of :func:`frames.tally` summed over slots: one dict per (problem, model version,
+    embedding length) with ``rows``, ``low``, ``xor`` and ``scattered``."""
+    totals: dict[tuple, dict] = {}
+    for row in tallied:
+        key = (row[REASON], row["model_version"], row["bytes"])
+        total = totals.setdefault(key, {REASON: key[0], "model_version": key[1],
+                                        "bytes": key[2], "rows": 0, "low": 0, "xor": 0,
+                                        "scattered": 0})
+        for name in ("rows", "low", "scattered"):
+            total[name] += row[name]
+        total["xor"] ^= row["xor"]
+    return list(totals.values())
+
+
+def published_slots(tallied: list[dict], found: Survey) -> list[dict]:
+    """Rows of :func:`frames.tally` of the published group, as the memory check reads them:
+    (slot, users, pairs, listpack_users, bytes)."""
+    return [{"slot": row["slot"], "users": row["users"], "pairs": row["rows"],
+             "listpack_users": row["listpack_users"], "bytes": row["estimate"]}
+            for row in tallied if row[REASON] is None
+            and row["model_version"] == found.model_version and row["bytes"] == 2 * found.dim]
 
 
 def interpret(groups: list, where: str) -> Survey:

@@ -9,6 +9,8 @@ counted (the publisher quarantines them afterwards); copies of a pair are resolv
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
 ``pipeline_bytes``. After the partition:
 
+Each send runs on a sender thread while the next users are encoded (one send in flight).
+
 * pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
 * pipelined ``HMGET`` reads back a fixed hash-chosen sample of pairs, compared byte for byte
   with what was sent and, decoded, with the input fp16 values (the round-trip check).
@@ -26,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
     "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
     "bytes_sent", "cluster_pairs", "cluster_duplicates", "cluster_non_finite",
-    "cluster_verified")] + [("seconds", pa.float64())])
+    "cluster_verified")] + [("seconds", pa.float64()), ("check_seconds", pa.float64())])
 STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}"
                       for f in STATS_SCHEMA)
 
@@ -96,8 +99,15 @@ class PartitionWriter:
         self.samples: dict[NodePool, list[_Sample]] = {}
         self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="solaris-write")
+        self.in_flight: tuple[NodePool, _NodeBuffer, int, Future] | None = None
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
         self.started = time.perf_counter()
+
+    def close(self) -> None:
+        """Stop the sender thread (after its send) and close the connections."""
+        self.sender.shutdown(wait=True)
+        self.router.close()
 
     def _deadline(self) -> float:
         return time.perf_counter() + self.target.timeout_s
@@ -170,13 +180,29 @@ class PartitionWriter:
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(pool)
 
-    def _flush(self, pool: NodePool, attempt: int = 0) -> None:
+    def _flush(self, pool: NodePool) -> None:
+        """Hand the node's buffer to the sender thread (after the previous send's replies are
+        in), so the next users are encoded while Redis runs these commands."""
         buffer = self.buffers.pop(pool, None)
         if buffer is None or not buffer.parts:
             return
+        self._settle()
         payload = b"".join(buffer.parts)
-        replies = pool.request(payload, 2 * len(buffer.parts), self._deadline())
-        self.counts["bytes_sent"] += len(payload)
+        future = self.sender.submit(pool.request, payload, 2 * len(buffer.parts),
+                                    self._deadline())
+        self.in_flight = (pool, buffer, len(payload), future)
+
+    def _settle(self) -> None:
+        """Wait for the send in flight (its errors are raised here) and check its replies."""
+        if self.in_flight is None:
+            return
+        pool, buffer, size, future = self.in_flight
+        self.in_flight = None
+        self._check(pool, buffer, size, future.result(), 0)
+
+    def _check(self, pool: NodePool, buffer: _NodeBuffer, size: int, replies: list,
+               attempt: int) -> None:
+        self.counts["bytes_sent"] += size
         errors = [r for r in replies if isinstance(r, ReplyError)]
         if not errors:
             return
@@ -189,15 +215,15 @@ class PartitionWriter:
     def _reroute(self, buffer: _NodeBuffer, attempt: int) -> None:
         """The cluster moved slots: reload the map and resend (HSET/EXPIRE are idempotent)."""
         self.router.refresh(self._deadline())
-        targets = set()
+        targets: dict[NodePool, _NodeBuffer] = {}
         for tag, command in zip(buffer.tags, buffer.parts, strict=True):
-            pool = self.router.pool_for_tag(tag)
-            target = self.buffers.setdefault(pool, _NodeBuffer())
+            target = targets.setdefault(self.router.pool_for_tag(tag), _NodeBuffer())
             target.parts.append(command)
             target.tags.append(tag)
-            targets.add(pool)
-        for pool in targets:
-            self._flush(pool, attempt + 1)
+        for pool, target in targets.items():
+            payload = b"".join(target.parts)
+            replies = pool.request(payload, 2 * len(target.parts), self._deadline())
+            self._check(pool, target, len(payload), replies, attempt + 1)
 
     def finish(self) -> pa.RecordBatch:
         """Write the last user, flush, count and read back; the partition's stats row."""
@@ -207,11 +233,14 @@ class PartitionWriter:
         self._check_runs()
         for pool in list(self.buffers):
             self._flush(pool)
+        self._settle()
+        checking = time.perf_counter()
         for pool, keys in self.written.items():
             self.counts["fields_on_server"] += self._count_fields(pool, keys)
         for pool, samples in self.samples.items():
             self._read_back(pool, samples)
         self.counts["seconds"] = time.perf_counter() - self.started
+        self.counts["check_seconds"] = time.perf_counter() - checking
         return pa.RecordBatch.from_pylist([self.counts], schema=STATS_SCHEMA)
 
     def _check_runs(self) -> None:
@@ -260,6 +289,6 @@ def write_partition(batches: Iterator[pa.RecordBatch], target: WriteTarget
             writer.add(batch)
         stats = writer.finish()
     finally:
-        writer.router.close()
+        writer.close()
     log.info("partition written: %s", stats.to_pylist()[0])
     yield stats
