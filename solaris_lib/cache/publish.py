@@ -5,14 +5,18 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
 0. (before any phase) the URL's Redis user may run every publisher command on the prefix,
                 on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
                 writes nothing), else it stops here with PublishPermissionError
-1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
-                reason and the content digest; the hierarchical fallback level when the
-                interval has its tables (:mod:`solaris_lib.cache.fallback`) -> the
-                deterministic version id
+1. ``inspect``  columns; one Spark job over the table for the model version, the dimension,
+                the rows per quarantine reason, the content digest, the users whose rows are
+                not one run of one input partition, and the memory estimate per slot (from
+                per-user pair counts); the hierarchical fallback level when the interval has
+                its tables (:mod:`solaris_lib.cache.fallback`) -> the deterministic version id
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
-3. ``estimate`` bytes per master from per-user pair counts; refuse when they will not fit
+3. ``estimate`` bytes per master (with the fallback level: counted again with its fields);
+                refuse when they will not fit
 4. ``write``    manifest (state ``writing``), the fallback's item -> cluster chunks (read
-                back), then every Spark partition, pipelined; each task
+                back), then every Spark partition, pipelined, in the input's order (only the
+                rows of users that are not one run of one partition are shuffled by user,
+                or every row with the fallback level); each task
                 then counts the fields its users hold on the server and reads back a
                 hash-chosen sample of its pairs. Checked: pairs written + duplicates +
                 non-finite = publishable rows, fields on the server = pairs written, every

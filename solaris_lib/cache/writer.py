@@ -7,9 +7,8 @@ input's order changed: nothing is switched). Rows with an inf or a nan are dropp
 counted (the publisher quarantines them afterwards); copies of a pair are resolved by
 :func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
-``pipeline_bytes``. After the partition:
-
-Each send runs on a sender thread while the next users are encoded (one send in flight).
+``pipeline_bytes``, on a sender thread while the next users are encoded (one send in flight).
+After the partition:
 
 * pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
 * pipelined ``HMGET`` reads back a fixed hash-chosen sample of pairs, compared byte for byte
