@@ -6,10 +6,14 @@
 * ``publish``: ``solaris_lib.cache.publish.publish`` on the same embeddings partition, in a
   local[2] Spark session that has already run one small publish (the session start and the
   first, cold publish are reported apart). It includes everything a publish does: the
-  validation pass, the memory estimate, the shuffle by user, the write, the server-side count
-  and the read-back check, the alias switch.
+  validation pass (with the memory estimate in the same Spark job), the write (a shuffle by
+  user only for users whose rows are not one run of one input partition), the server-side
+  count and the read-back check, the alias switch.
 
 ``ratio`` = publish pairs/s / raw pairs/s; ``write_phase_ratio`` counts the write phase only.
+``phases_s`` has the publish's phases (``inspect``, ``estimate``, ``write``, ``switch``) and,
+inside ``write``, the slowest task's time in the writer (``write_task_max``) and in its count
+and read-back (``check_task_max``).
 Both use one private redis-server with ``infra/redis.conf``'s hash settings, emptied between
 runs. Last line: one JSON object.
 """

@@ -54,6 +54,18 @@ def non_finite_fp16(values: np.ndarray) -> np.ndarray:
     return ((halves & _FP16_EXPONENT) == _FP16_EXPONENT).any(axis=1)
 
 
+def sort_runs(users: np.ndarray, items: np.ndarray, values: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows sorted by (user, item), stable (copies of a pair keep their order); unchanged
+    (no copy) when they already are. ``users``, ``items`` (n,), ``values`` (n, w)."""
+    same_user = users[1:] == users[:-1]
+    if (np.all(users[1:] >= users[:-1])
+            and np.all(items[1:][same_user] >= items[:-1][same_user])):
+        return users, items, values
+    order = np.lexsort((items, users))
+    return users[order], items[order], values[order]
+
+
 def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarray:
     """(n,) mask keeping one row per (user, item); rows arrive sorted by (user, item).
 
@@ -74,12 +86,13 @@ def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarr
     return keep
 
 
-def sampled(user: int, items: np.ndarray, modulus: int, cluster_modulus: int | None = None
-            ) -> np.ndarray:
+def sampled(user: int | np.ndarray, items: np.ndarray, modulus: int,
+            cluster_modulus: int | None = None) -> np.ndarray:
     """(k,) True for the pairs of the read-back sample: about one pair in ``modulus`` (one
     cluster row in ``cluster_modulus``, default ``modulus``), chosen by a fixed hash of
-    (user, item) so every rerun checks the same pairs."""
-    mixed = items.astype(np.uint64) * _MIX_ITEM + np.array([user], np.uint64) * _MIX_USER
+    (user, item) so every rerun checks the same pairs. ``user``: one id, or (k,) ids."""
+    users = np.asarray(user, dtype=np.int64).astype(np.uint64).reshape(-1)
+    mixed = items.astype(np.uint64) * _MIX_ITEM + users * _MIX_USER
     mod = np.where(items < 0, np.uint64(cluster_modulus or modulus), np.uint64(modulus))
     return (mixed >> np.uint64(29)) % mod == 0
 

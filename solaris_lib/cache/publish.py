@@ -5,14 +5,18 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
 0. (before any phase) the URL's Redis user may run every publisher command on the prefix,
                 on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
                 writes nothing), else it stops here with PublishPermissionError
-1. ``inspect``  columns; one pass for the model version, the dimension, the rows per quarantine
-                reason and the content digest; the hierarchical fallback level when the
-                interval has its tables (:mod:`solaris_lib.cache.fallback`) -> the
-                deterministic version id
+1. ``inspect``  columns; one Spark job over the table for the model version, the dimension,
+                the rows per quarantine reason, the content digest, the users whose rows are
+                not one run of one input partition, and the memory estimate per slot (from
+                per-user pair counts); the hierarchical fallback level when the interval has
+                its tables (:mod:`solaris_lib.cache.fallback`) -> the deterministic version id
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
-3. ``estimate`` bytes per master from per-user pair counts; refuse when they will not fit
+3. ``estimate`` bytes per master (with the fallback level: counted again with its fields);
+                refuse when they will not fit
 4. ``write``    manifest (state ``writing``), the fallback's item -> cluster chunks (read
-                back), then every Spark partition, pipelined; each task
+                back), then every Spark partition, pipelined, in the input's order (only the
+                rows of users that are not one run of one partition are shuffled by user,
+                or every row with the fallback level); each task
                 then counts the fields its users hold on the server and reads back a
                 hash-chosen sample of its pairs. Checked: pairs written + duplicates +
                 non-finite = publishable rows, fields on the server = pairs written, every
@@ -69,10 +73,13 @@ from solaris_lib.cache.validate import (
     REASON,
     Survey,
     check_columns,
+    fold,
+    interpret,
     non_finite,
     publishable_users,
+    published_slots,
     reason,
-    survey,
+    scattered_users,
     user_groups,
 )
 from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
@@ -82,6 +89,7 @@ from solaris_lib.layout import CACHE, EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
+SCATTERED_LIMIT = 100_000  # more users not contiguous in one input partition: shuffle all rows
 
 
 class PublishConfig(BaseModel):
@@ -170,6 +178,7 @@ class _Run:
         self.ttl_s = config.ttl_s or int(3 * interval.length.total_seconds())
         self.server: CacheServer | None = None
         self.seconds: dict[str, float] = {}
+        self.slots: list[dict] = []  # memory estimate per cluster slot, from the survey
         self.current_phase: str | None = None
         self.alias_sent = False
         self._clock = time.perf_counter()
@@ -187,16 +196,19 @@ class _Run:
         self._phase("inspect")
         source = self.layout.output(EMBEDDINGS, self.interval)
         frame = self._read(source)
-        groups = user_groups(frame, frames.field_sizes()).persist()
-        try:
-            found = survey(groups, source)
-            valid = frame.where(reason(found.model_version, found.dim).isNull())
-            fallback = read_fallback(self.spark, self.layout, self.interval,
-                                     found.model_version, found.dim)
-            report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
-                                         publishable_users(groups, found), found, fallback)
-        finally:
-            groups.unpersist()
+        # not persisted: the one job of the survey lets adaptive execution size its partitions
+        # (a cached frame keeps every shuffle partition); the rare uses below recompute it
+        groups = user_groups(frame, frames.field_sizes())
+        found = self._survey(groups, source)
+        valid = frame.where(reason(found.model_version, found.dim).isNull())
+        fallback = read_fallback(self.spark, self.layout, self.interval,
+                                 found.model_version, found.dim)
+        # the fallback's rows join their users' exact rows: with it, every row is shuffled
+        scattered = (scattered_users(groups, found, SCATTERED_LIMIT) if fallback is None
+                     else None)
+        report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
+                                     publishable_users(groups, found), found, fallback,
+                                     scattered)
         if report.status != "published" or not report.quarantined:
             self._phase(None)
             return report
@@ -204,6 +216,17 @@ class _Run:
         self._quarantine(frame, found, report)
         self._phase(None)
         return report
+
+    def _survey(self, groups, source: str) -> Survey:
+        """Totals and, in the same Spark job, the memory estimate per slot (``self.slots``) of
+        each group (a version id always has the same length, so the key length is known)."""
+        key_head = len(data_key_head(self.settings.redis_key_prefix,
+                                     f"{self.interval.key}-{'0' * 10}"))
+        value_factor = Codec(self.config.codec, 1).value_bytes // 2
+        tallied = frames.tally(groups, value_factor, key_head, self.server.hash_limits())
+        found = interpret(fold(tallied), source)
+        self.slots = published_slots(tallied, found)
+        return found
 
     def _read(self, source: str):
         if not is_complete(source):
@@ -227,8 +250,8 @@ class _Run:
         log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
                     found.rows, target, report.quarantined)
 
-    def _publish_valid(self, valid, users, found: Survey,
-                       fallback: FallbackLevel | None) -> PublishReport:
+    def _publish_valid(self, valid, users, found: Survey, fallback: FallbackLevel | None,
+                       scattered: list[int] | None) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
                              found.digest, fallback.digest if fallback else "")
@@ -245,7 +268,7 @@ class _Run:
         self._phase("estimate")
         self._check_memory(users, codec, report, fallback)
         self._phase("write")
-        manifest = self._write(valid, codec, report, found, fallback)
+        manifest = self._write(valid, codec, report, found, fallback, scattered)
         self._phase("switch")
         return self._switch(report, manifest)
 
@@ -267,10 +290,11 @@ class _Run:
     def _check_memory(self, users, codec: Codec, report: PublishReport,
                       fallback: FallbackLevel | None) -> None:
         limits = self.server.hash_limits()
-        if fallback is not None:
+        slots = self.slots
+        if fallback is not None:  # the c<cluster> fields change the users' encodings
             users = _with_cluster_fields(users, fallback.users)
-        key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
-        slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
+            key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
+            slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
         needed: dict[tuple[str, int], int] = {}
         for row in slots:
             address = self.server.router.pool_for_slot(row["slot"]).address
@@ -307,9 +331,9 @@ class _Run:
                     f"served.", required, free)
 
     def _write(self, valid, codec: Codec, report: PublishReport, found: Survey,
-               fallback: FallbackLevel | None) -> Manifest:
-        """Write the manifest (state writing), the fallback's item table and every pair;
-        check the counts."""
+               fallback: FallbackLevel | None, scattered: list[int] | None) -> Manifest:
+        """Write the manifest (state writing), the fallback's item table and every pair
+        (``scattered``: see :func:`frames.write`); check the counts."""
         valid_rows = found.valid_rows
         cluster_rows = fallback.valid_rows if fallback else 0
         manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
@@ -330,12 +354,17 @@ class _Run:
                              max(1, cluster_rows // self.config.verify_sample))
         partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
         started = time.perf_counter()
-        stats = _run_spark(lambda: frames.write(valid, target, partitions), report)
+        log.info("write: %s", "every row shuffled by user" if scattered is None else
+                 f"input order kept, {len(scattered)} scattered users shuffled")
+        stats = _run_spark(lambda: frames.write(valid, target, partitions, scattered), report)
         totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
         elapsed = time.perf_counter() - started
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
                  totals["users"], totals["bytes_sent"] // 2**20, elapsed,
                  totals["pairs"] / max(elapsed, 1e-9))
+        # the slowest task's time in the writer, and in its count and read-back
+        for name, column in (("write_task_max", "seconds"), ("check_task_max", "check_seconds")):
+            self.seconds[name] = round(max((s[column] for s in stats), default=0.0), 3)
         _check_counts(totals, valid_rows, report.version)
         _check_cluster_counts(totals, cluster_rows, report.version)
         report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],

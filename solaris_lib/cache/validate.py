@@ -8,6 +8,9 @@ version); such rows are counted and quarantined, never published.
 Everything runs as Spark SQL in one aggregation over the table (:func:`user_groups`, by user):
 the row-level problems, then (:func:`survey`) the majority model version and dimension,
 per-reason counts and the content digest of the publishable rows, which names the version.
+The same pass tells whether each user's rows lie contiguous in one input partition (the
+infer job writes them so): the writer then takes the rows in the order read, without a
+shuffle, and only the rows of "scattered" users are shuffled by user (:func:`scattered_users`).
 An inf or nan inside an embedding is found by the writer (numpy, on bytes it holds anyway):
 :func:`non_finite` is the SQL form used only to quarantine those rows afterwards.
 """
@@ -43,6 +46,7 @@ class Survey:
     valid_rows: int
     quarantined: dict[str, int]
     digest: str
+    scattered: int = 0  # publishable users whose rows are not contiguous in one partition
 
 
 def check_columns(frame, where: str) -> None:
@@ -89,45 +93,94 @@ def reason(model_version: str, dim: int):
 
 def user_groups(frame, field_sizes):
     """The one pass over the table: per (user, row problem, model version, embedding length),
-    the rows, the content digest parts and the summed item-id sizes (``field_sizes()``: the
-    ``lp`` and ``ht`` columns of ``frames.field_sizes``). At most a few rows per user: persist
-    it, then :func:`survey` and the memory estimate read it instead of the table."""
+    the rows, the content digest parts, the summed item-id sizes (``field_sizes()``: the
+    ``lp`` and ``ht`` columns of ``frames.field_sizes``) and the first and last row position
+    (``monotonically_increasing_id``: the input partition in the high bits, the row within it
+    in the low ones). At most a few rows per user; :func:`frames.tally` sums them in the
+    same job."""
     from pyspark.sql import functions as F
 
     row_hash = F.xxhash64("user_id", "item_id", "embedding")
     return (frame.select("user_id", row_problem().alias(REASON), "model_version",
                          F.length("embedding").alias("bytes"), row_hash.alias("h"),
-                         *field_sizes)
+                         F.monotonically_increasing_id().alias("at"), *field_sizes)
             .groupBy("user_id", REASON, "model_version", "bytes")
             .agg(F.count("*").alias("rows"),
                  F.sum(F.col("h").bitwiseAND(F.lit(_MASK32))).alias("low"),
-                 F.bit_xor("h").alias("xor"), F.sum("lp").alias("lp"), F.sum("ht").alias("ht")))
+                 F.bit_xor("h").alias("xor"), F.sum("lp").alias("lp"), F.sum("ht").alias("ht"),
+                 F.min("at").alias("first"), F.max("at").alias("last")))
+
+
+def _scattered():
+    """Column of :func:`user_groups`: True when the group's rows are not one contiguous run of
+    one input partition (a run of ``rows`` rows spans exactly ``rows`` positions)."""
+    from pyspark.sql import functions as F
+
+    return F.col("last") - F.col("first") + 1 != F.col("rows")
+
+
+def _published(found: Survey):
+    from pyspark.sql import functions as F
+
+    return (F.col(REASON).isNull() & (F.col("model_version") == found.model_version)
+            & (F.col("bytes") == 2 * found.dim))
+
+
+def scattered_users(groups, found: Survey, limit: int) -> list[int] | None:
+    """Publishable users whose rows are not contiguous in one input partition (sorted), or
+    None when there are more than ``limit`` of them (then every row is shuffled)."""
+    if not found.scattered:
+        return []
+    if found.scattered > limit:
+        return None
+    rows = groups.where(_published(found) & _scattered()).select("user_id").collect()
+    return sorted(row["user_id"] for row in rows)
 
 
 def publishable_users(groups, found: Survey):
     """Rows of :func:`user_groups` that are published: (user_id, pairs, lp, ht)."""
     from pyspark.sql import functions as F
 
-    chosen = (F.col(REASON).isNull() & (F.col("model_version") == found.model_version)
-              & (F.col("bytes") == 2 * found.dim))
-    return groups.where(chosen).select("user_id", F.col("rows").alias("pairs"), "lp", "ht")
+    return groups.where(_published(found)).select("user_id", F.col("rows").alias("pairs"),
+                                                    "lp", "ht")
 
 
 def survey(groups, where: str) -> Survey:
     """Totals of :func:`user_groups`; the majority model version (ties: smallest name) and its
-    most common embedding length define what is published."""
-    from pyspark.sql import functions as F
+    most common embedding length define what is published. (The publisher gets the same from
+    :func:`frames.tally`, which also estimates memory in that job, and :func:`fold`.)"""
+    from solaris_lib.cache.frames import tally
 
-    totals = (groups.groupBy(REASON, "model_version", "bytes")
-              .agg(F.sum("rows").alias("rows"), F.sum("low").alias("low"),
-                   F.bit_xor("xor").alias("xor"))
-              .collect())
-    return interpret(totals, where)
+    return interpret(fold(tally(groups)), where)
+
+
+def fold(tallied: list[dict]) -> list[dict]:
+    """Rows of :func:`frames.tally` summed over slots: one dict per (problem, model version,
+    embedding length) with ``rows``, ``low``, ``xor`` and ``scattered``."""
+    totals: dict[tuple, dict] = {}
+    for row in tallied:
+        key = (row[REASON], row["model_version"], row["bytes"])
+        total = totals.setdefault(key, {REASON: key[0], "model_version": key[1],
+                                        "bytes": key[2], "rows": 0, "low": 0, "xor": 0,
+                                        "scattered": 0})
+        for name in ("rows", "low", "scattered"):
+            total[name] += row[name]
+        total["xor"] ^= row["xor"]
+    return list(totals.values())
+
+
+def published_slots(tallied: list[dict], found: Survey) -> list[dict]:
+    """Rows of :func:`frames.tally` of the published group, as the memory check reads them:
+    (slot, users, pairs, listpack_users, bytes)."""
+    return [{"slot": row["slot"], "users": row["users"], "pairs": row["rows"],
+             "listpack_users": row["listpack_users"], "bytes": row["estimate"]}
+            for row in tallied if row[REASON] is None
+            and row["model_version"] == found.model_version and row["bytes"] == 2 * found.dim]
 
 
 def interpret(groups: list, where: str) -> Survey:
-    """The :class:`Survey` of aggregated groups (rows with ``_reason``, ``model_version``,
-    ``bytes``, ``rows``, ``low``, ``xor``)."""
+    """The :class:`Survey` of aggregated groups (dicts with ``_reason``, ``model_version``,
+    ``bytes``, ``rows``, ``low``, ``xor`` and optionally ``scattered``)."""
     clean = [g for g in groups if g[REASON] is None]
     if not clean:
         rows = sum(g["rows"] for g in groups)
@@ -149,7 +202,8 @@ def interpret(groups: list, where: str) -> Survey:
     for group in valid:
         xor ^= group["xor"] & _MASK64
     return Survey(version, size // 2, sum(g["rows"] for g in groups),
-                  sum(g["rows"] for g in valid), quarantined, f"{low:016x}{xor:016x}")
+                  sum(g["rows"] for g in valid), quarantined, f"{low:016x}{xor:016x}",
+                  sum(g.get("scattered", 0) for g in valid))
 
 
 def _majority(clean: list) -> tuple[str, int]:

@@ -1,11 +1,14 @@
 """Executor side of publishing: one Spark partition's pairs into Redis with pipelined writes.
 
-Rows arrive sorted by ``(user_id, item_id)`` (``mapInArrow`` batches), every row of a user in
-this partition, so each user's pairs are contiguous. Rows with an inf or a nan are dropped and
+Rows arrive as ``mapInArrow`` batches in which every user's rows form one contiguous run and
+every row of a user is in this partition (:func:`frames.write`); each run of complete users is
+sorted by ``(user_id, item_id)`` here, and a user seen again after its run is an error (the
+input's order changed: nothing is switched). Rows with an inf or a nan are dropped and
 counted (the publisher quarantines them afterwards); copies of a pair are resolved by
 :func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
-``pipeline_bytes``. After the partition:
+``pipeline_bytes``, on a sender thread while the next users are encoded (one send in flight).
+After the partition:
 
 * pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
 * pipelined ``HMGET`` reads back a fixed hash-chosen sample of pairs, compared byte for byte
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +44,7 @@ log = logging.getLogger(__name__)
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
     "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
     "bytes_sent", "cluster_pairs", "cluster_duplicates", "cluster_non_finite",
-    "cluster_verified")] + [("seconds", pa.float64())])
+    "cluster_verified")] + [("seconds", pa.float64()), ("check_seconds", pa.float64())])
 STATS_DDL = ", ".join(f"{f.name} {'double' if f.type == pa.float64() else 'long'}"
                       for f in STATS_SCHEMA)
 
@@ -92,9 +96,17 @@ class PartitionWriter:
         self.buffers: dict[NodePool, _NodeBuffer] = {}
         self.written: dict[NodePool, list[str]] = {}
         self.samples: dict[NodePool, list[_Sample]] = {}
+        self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="solaris-write")
+        self.in_flight: tuple[NodePool, _NodeBuffer, int, Future] | None = None
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
         self.started = time.perf_counter()
+
+    def close(self) -> None:
+        """Stop the sender thread (after its send) and close the connections."""
+        self.sender.shutdown(wait=True)
+        self.router.close()
 
     def _deadline(self) -> float:
         return time.perf_counter() + self.target.timeout_s
@@ -117,17 +129,27 @@ class PartitionWriter:
         self._write_users(*(column[:last] for column in rows))
 
     def _write_users(self, users: np.ndarray, items: np.ndarray, fp16: np.ndarray) -> None:
+        """Buffer the complete users of a run: (n,) users, (n,) items, (n, 2 * dim) fp16."""
         if not len(users):
             return
+        users, items, fp16 = pairs.sort_runs(users, items, fp16)
         keep = pairs.dedupe(users, items, fp16)
         self._count("duplicates", items, ~keep)
         users, items, fp16 = users[keep], items[keep], fp16[keep]
         values = self.codec.from_fp16(fp16)
+        self._count("pairs", items, np.ones(len(items), dtype=bool))
+        chosen = pairs.sampled(users, items, self.target.sample_modulus,
+                               self.target.cluster_sample_modulus)
         starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
         ends = np.r_[starts[1:], len(users)]
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        self.users_written.append(users[starts])
+        self.counts["users"] += len(starts)
+        sampled_runs = np.add.reduceat(chosen, starts) > 0
+        for start, end, sample in zip(starts.tolist(), ends.tolist(), sampled_runs.tolist(),
+                                      strict=True):
             part = slice(start, end)
-            self._buffer_user(int(users[start]), items[part], values[part], fp16[part])
+            self._buffer_user(int(users[start]), items[part], values[part], fp16[part],
+                              chosen[part] if sample else None)
 
     def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
         """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
@@ -136,20 +158,17 @@ class PartitionWriter:
         self.counts[f"cluster_{name}"] += clusters
 
     def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
-                     fp16: np.ndarray) -> None:
+                     fp16: np.ndarray, chosen: np.ndarray | None) -> None:
+        """One user's HSET + EXPIRE into its node's buffer; ``chosen``: its sampled pairs."""
         key = f"{self.head}{user}}}"
         tag = str(user).encode()
         command = (pairs.hset_command(key, items, values)
                    + pack_command("EXPIRE", key, self.target.ttl_s))
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
-        chosen = pairs.sampled(user, items, self.target.sample_modulus,
-                               self.target.cluster_sample_modulus)
-        if chosen.any():
+        if chosen is not None:
             self.samples.setdefault(pool, []).append(
                 _Sample(key, items[chosen], values[chosen], fp16[chosen]))
-        self._count("pairs", items, np.ones(len(items), dtype=bool))
-        self.counts["users"] += 1
         self._append(pool, tag, command)
 
     def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
@@ -160,13 +179,29 @@ class PartitionWriter:
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(pool)
 
-    def _flush(self, pool: NodePool, attempt: int = 0) -> None:
+    def _flush(self, pool: NodePool) -> None:
+        """Hand the node's buffer to the sender thread (after the previous send's replies are
+        in), so the next users are encoded while Redis runs these commands."""
         buffer = self.buffers.pop(pool, None)
         if buffer is None or not buffer.parts:
             return
+        self._settle()
         payload = b"".join(buffer.parts)
-        replies = pool.request(payload, 2 * len(buffer.parts), self._deadline())
-        self.counts["bytes_sent"] += len(payload)
+        future = self.sender.submit(pool.request, payload, 2 * len(buffer.parts),
+                                    self._deadline())
+        self.in_flight = (pool, buffer, len(payload), future)
+
+    def _settle(self) -> None:
+        """Wait for the send in flight (its errors are raised here) and check its replies."""
+        if self.in_flight is None:
+            return
+        pool, buffer, size, future = self.in_flight
+        self.in_flight = None
+        self._check(pool, buffer, size, future.result(), 0)
+
+    def _check(self, pool: NodePool, buffer: _NodeBuffer, size: int, replies: list,
+               attempt: int) -> None:
+        self.counts["bytes_sent"] += size
         errors = [r for r in replies if isinstance(r, ReplyError)]
         if not errors:
             return
@@ -179,29 +214,43 @@ class PartitionWriter:
     def _reroute(self, buffer: _NodeBuffer, attempt: int) -> None:
         """The cluster moved slots: reload the map and resend (HSET/EXPIRE are idempotent)."""
         self.router.refresh(self._deadline())
-        targets = set()
+        targets: dict[NodePool, _NodeBuffer] = {}
         for tag, command in zip(buffer.tags, buffer.parts, strict=True):
-            pool = self.router.pool_for_tag(tag)
-            target = self.buffers.setdefault(pool, _NodeBuffer())
+            target = targets.setdefault(self.router.pool_for_tag(tag), _NodeBuffer())
             target.parts.append(command)
             target.tags.append(tag)
-            targets.add(pool)
-        for pool in targets:
-            self._flush(pool, attempt + 1)
+        for pool, target in targets.items():
+            payload = b"".join(target.parts)
+            replies = pool.request(payload, 2 * len(target.parts), self._deadline())
+            self._check(pool, target, len(payload), replies, attempt + 1)
 
     def finish(self) -> pa.RecordBatch:
         """Write the last user, flush, count and read back; the partition's stats row."""
         if self.pending is not None:
             self._write_users(*self.pending)
             self.pending = None
+        self._check_runs()
         for pool in list(self.buffers):
             self._flush(pool)
+        self._settle()
+        checking = time.perf_counter()
         for pool, keys in self.written.items():
             self.counts["fields_on_server"] += self._count_fields(pool, keys)
         for pool, samples in self.samples.items():
             self._read_back(pool, samples)
         self.counts["seconds"] = time.perf_counter() - self.started
+        self.counts["check_seconds"] = time.perf_counter() - checking
         return pa.RecordBatch.from_pylist([self.counts], schema=STATS_SCHEMA)
+
+    def _check_runs(self) -> None:
+        """Every user was one run of this partition, else the counts below would be wrong."""
+        if not self.users_written:
+            return
+        users = np.concatenate(self.users_written)
+        if len(np.unique(users)) != len(users):
+            raise PublishError(f"version {self.target.version}: a user's rows came to this "
+                               f"task in more than one run (the input changed between the "
+                               f"survey and the write?); rerun the publish")
 
     def _exchange(self, pool: NodePool, commands: list[bytes]) -> list:
         replies = pool.request(b"".join(commands), len(commands), self._deadline())
@@ -239,6 +288,6 @@ def write_partition(batches: Iterator[pa.RecordBatch], target: WriteTarget
             writer.add(batch)
         stats = writer.finish()
     finally:
-        writer.router.close()
+        writer.close()
     log.info("partition written: %s", stats.to_pylist()[0])
     yield stats

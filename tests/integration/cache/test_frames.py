@@ -89,3 +89,12 @@ def test_tables_written_by_pyarrow_have_the_contract_types(spark, tmp_path):
                       "model_version": ["m"], "embedding": pa.array([b"\x00\x00"], pa.binary())})
     pq.write_table(table, tmp_path / "t.parquet")
     assert dict(spark.read.parquet(str(tmp_path)).dtypes) == COLUMNS
+
+
+def test_survey_counts_users_not_contiguous_in_one_partition(spark):
+    four = np.ones(4, "<f2").tobytes()
+    rows = [(u, i, "m1", four) for u in range(3) for i in range(4)] + [(9, 1, "m0", four)]
+    together = frame_of(spark, rows).coalesce(1)
+    assert survey(user_groups(together, field_sizes()), "test").scattered == 0
+    spread = frame_of(spark, rows).coalesce(1).repartition(3)  # round robin: runs broken up
+    assert survey(user_groups(spread, field_sizes()), "test").scattered == 3

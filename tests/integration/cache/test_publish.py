@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pyarrow as pa
@@ -10,14 +11,16 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.cache.errors import InsufficientMemoryError, PublishInputError
+from solaris_lib.cache import publish as publish_module
+from solaris_lib.cache.errors import InsufficientMemoryError, PublishError, PublishInputError
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.cache.validate import REASONS
+from solaris_lib.cache.writer import WriteTarget, write_partition
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
 from solaris_lib.layout import CACHE as CACHE_STAGE
-from solaris_lib.layout import DataLayout
-from solaris_lib.storage import list_files
+from solaris_lib.layout import EMBEDDINGS, DataLayout
+from solaris_lib.storage import atomic_folder, list_files
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.cache.conftest import (
     INTERVAL,
@@ -213,3 +216,60 @@ def test_cli_publish_and_info(spark, settings_for, redis_url, key_prefix, monkey
     info = json.loads(capsys.readouterr().out)
     assert info["served_version"] == report["version"]
     assert info["manifest"]["pairs"] == "6"
+
+
+def _grouped_files(table: pa.Table, seed: int) -> list[pa.Table]:
+    """Two files as another writer might leave them: users contiguous but their items in
+    random order, except user 6, whose rows lie in the middle of both files (so they are
+    apart whichever file Spark reads first)."""
+    rng = np.random.default_rng(seed)
+    users = table["user_id"].to_numpy()
+    runs = [table.take(rng.permutation(np.flatnonzero(users == u))) for u in range(12)]
+    head, tail = runs[6].slice(0, 3), runs[6].slice(3)
+    return [pa.concat_tables([*runs[0:3], head, *runs[3:6]]),
+            pa.concat_tables([*runs[7:10], tail, *runs[10:12]])]
+
+
+def _republish(spark, settings, r, prefix, version, files, caplog) -> tuple[dict, str]:
+    """Drop ``version`` from Redis, write ``files`` as the partition, publish it again."""
+    for key in r.scan_iter(f"{prefix}:*", count=1000):
+        r.delete(key)
+    path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
+    with atomic_folder(path) as staging:
+        for index, part in enumerate(files):
+            pq.write_table(part, f"{staging}/part-{index:05d}.parquet")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="solaris_lib.cache.publish"):
+        report = publish(spark, settings, INTERVAL, PublishConfig(partitions=3))
+    assert (report.status, report.version) == ("published", version)
+    paths = [m for m in caplog.messages if m.startswith("write: ")]
+    return version_dump(r, prefix, version), paths[0]
+
+
+def test_rows_in_any_order_publish_the_same_version_and_bytes(spark, settings_for, redis_url,
+                                                              key_prefix, caplog, monkeypatch):
+    settings = settings_for(redis_url)
+    table = embeddings_table(users=12, per_user=6, seed=4)
+    r = redis.Redis.from_url(redis_url)
+    write_embeddings(settings, table)
+    first = publish(spark, settings, INTERVAL, PublishConfig())
+    before = version_dump(r, key_prefix, first.version)
+    assert len(before) == 12 and sum(len(v) for v in before.values()) == table.num_rows
+    split = _grouped_files(table, seed=5)
+    dump, path = _republish(spark, settings, r, key_prefix, first.version, split, caplog)
+    assert dump == before and path == "write: input order kept, 1 scattered users shuffled"
+    rng = np.random.default_rng(6)
+    scrambled = table.take(rng.permutation(table.num_rows))
+    files = [scrambled.slice(0, 30), scrambled.slice(30)]
+    monkeypatch.setattr(publish_module, "SCATTERED_LIMIT", 5)  # 12 scattered users: too many
+    dump, path = _republish(spark, settings, r, key_prefix, first.version, files, caplog)
+    assert dump == before and path == "write: every row shuffled by user"
+
+
+def test_writer_refuses_a_user_in_two_runs(redis_url, key_prefix):
+    target = WriteTarget(redis_url, key_prefix, "20260105T100000Z-0000000000", "fp16", 2, 60)
+    batch = pa.RecordBatch.from_pydict({
+        "user_id": pa.array([1, 1, 2, 1], pa.int64()), "item_id": pa.array([1, 2, 3, 4]),
+        "embedding": pa.array([b"\x00\x3c\x00\x3c"] * 4, pa.binary())})
+    with pytest.raises(PublishError, match="more than one run"):
+        list(write_partition(iter([batch]), target))

@@ -62,3 +62,14 @@ def test_binary_column_is_the_inverse_of_fixed_width_values():
     assert (pairs.fixed_width_values(column, 6) == values).all()
     halves = np.ones((2, 3), "<f2")
     assert pairs.binary_column(halves)[0].as_py() == halves[0].tobytes()
+
+
+def test_sort_runs_orders_by_user_then_item_and_keeps_copies_in_order():
+    users = np.array([5, 5, 5, 2, 2], dtype=np.int64)
+    items = np.array([9, 1, 9, 4, 3], dtype=np.int64)
+    values = np.arange(10, dtype=np.uint8).reshape(5, 2)
+    got_users, got_items, got_values = pairs.sort_runs(users, items, values)
+    assert got_users.tolist() == [2, 2, 5, 5, 5] and got_items.tolist() == [3, 4, 1, 9, 9]
+    assert got_values[:, 0].tolist() == [8, 6, 2, 0, 4]  # the two (5, 9) copies keep order
+    ordered = pairs.sort_runs(got_users, got_items, got_values)
+    assert all(a is b for a, b in zip(ordered, (got_users, got_items, got_values), strict=True))
