@@ -42,6 +42,7 @@ from solaris_lib.cache.format import (
     pack_item_priors,
 )
 from solaris_lib.cache.memory import string_key_bytes
+from solaris_lib.cache.pairs import fixed_width_values, non_finite_fp16
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import is_complete
@@ -214,25 +215,16 @@ def _add_priors(level: FallbackLevel, priors, model_version: str, dim: int) -> N
         level.dropped[row["reason"]] = row["count"]
     table = (tagged.where(F.col("reason").isNull()).select("item_id", "embedding")
              .orderBy("item_id", "embedding").toArrow())
-    ids, values = table.column("item_id").to_numpy().astype(np.int64), _fp16_rows(table, dim)
+    ids = table.column("item_id").to_numpy().astype(np.int64)
+    values = fixed_width_values(table.column("embedding"), 2 * dim).copy()
     keep = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, bool)
-    finite = np.isfinite(values.view("<f2")).all(axis=1) if len(ids) else keep
+    finite = ~non_finite_fp16(values)
     for name, bad in (("prior_duplicate_item", ~keep), ("prior_non_finite", keep & ~finite)):
         if bad.any():
             level.dropped[name] = int(bad.sum())
     level.prior_ids, level.prior_values = ids[keep & finite], values[keep & finite]
     packed = b"".join(level.prior_chunks())
     level.digest += hashlib.blake2b(packed, digest_size=8).hexdigest() if packed else ""
-
-
-def _fp16_rows(table, dim: int) -> np.ndarray:
-    """(n, 2 * dim) uint8 of the ``embedding`` column (every value ``2 * dim`` bytes)."""
-    column = table.column("embedding").combine_chunks()
-    if not len(column):
-        return np.zeros((0, 2 * dim), np.uint8)
-    start = column.offsets[0].as_py()
-    data = np.frombuffer(column.buffers()[2], np.uint8)[start:start + len(column) * 2 * dim]
-    return data.reshape(len(column), 2 * dim).copy()
 
 
 def chunk_bytes(prefix: str, version: str, level: FallbackLevel) -> list[tuple[str, int]]:
