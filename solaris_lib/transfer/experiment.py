@@ -21,6 +21,7 @@ import numpy as np
 from solaris_lib.errors import ConfigError, EmptyInputError
 from solaris_lib.intervals import Interval
 from solaris_lib.model import metrics
+from solaris_lib.transfer.bootstrap import paired_auc_delta
 from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, Speculator
 from solaris_lib.transfer.config import LEVELS, VARIANTS, TransferConfig
 from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
@@ -185,8 +186,12 @@ def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
     for code, name in ((EXACT, "exact"), (CLUSTER, "cluster"), (ITEM, "item")):
         rows = test.fallback_level == code
         on_level[name] = {v: _metrics(test.labels[rows], z[rows]) for v, z in scores.items()}
+    guard = paired_auc_delta(test.labels[test.fallback_level == EXACT],
+                             scores["solaris"][test.fallback_level == EXACT],
+                             scores["solaris_fallback"][test.fallback_level == EXACT])
     return {"variants": results, "exact_hit_rows": on_level["exact"],
             "cluster_rows": on_level["cluster"], "item_rows": on_level["item"],
+            "exact_hit_auc_delta": guard,
             "epochs": {v: t.epochs for v, t in trained.items()},
             "ratios": {v: transfer_ratios(results, v) for v in VARIANTS if v != "plain"}}
 
@@ -268,6 +273,7 @@ def assemble(evaluation: dict, collected: Collected, periods: Periods, config: T
         "exact_hit_logloss": {n: m["logloss"] for n, m in evaluation["exact_hit_rows"].items()},
         "cluster_row_auc": {n: m["auc"] for n, m in evaluation["cluster_rows"].items()},
         "item_row_auc": {n: m["auc"] for n, m in evaluation.get("item_rows", {}).items()},
+        "exact_hit_auc_delta": evaluation.get("exact_hit_auc_delta"),
         "ranker_epochs": evaluation["epochs"],
         "train_rows": len(collected.train), "test_rows": len(collected.test),
         "test_ctr": float(collected.test.labels.mean()) if len(collected.test) else None,

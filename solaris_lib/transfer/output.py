@@ -67,9 +67,19 @@ def markdown(report: dict) -> str:
         f"Staleness of served embeddings (minutes): p50 {_fmt(report['staleness_p50_min'], 1)}, "
         f"p99 {_fmt(report['staleness_p99_min'], 1)}.",
         "AUC on the held-out rows that had an exact hit: "
-        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER),
+        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER) + ".",
+        _guard_line(report.get("exact_hit_auc_delta")),
         "## Intervals", interval_table(report),
     ]) + "\n"
+
+
+def _guard_line(guard: dict | None) -> str:
+    """The fallback's guard: AUC(solaris_fallback) - AUC(solaris) on the exact-hit rows."""
+    if not guard or guard.get("delta") is None:
+        return "Exact-hit AUC change with the fallback: n/a."
+    return (f"Exact-hit AUC change with the fallback (solaris_fallback - solaris): "
+            f"{guard['delta']:+.4f}, 95 % paired bootstrap interval [{guard['low']:+.4f}, "
+            f"{guard['high']:+.4f}] over {guard['rows']} rows.")
 
 
 def plot(report: dict, out: str) -> str:

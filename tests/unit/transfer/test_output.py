@@ -22,6 +22,7 @@ def _report():
         "coverage": 0.8, "coverage_with_fallback": 0.98,
         "staleness_p50_min": 170.0, "staleness_p99_min": 355.0,
         "exact_hit_auc": dict(zip(VARIANTS, (0.6, 0.6, 0.7, 0.7, 0.7), strict=True)),
+        "exact_hit_auc_delta": {"delta": -0.001, "low": -0.004, "high": 0.002, "rows": 3},
         "intervals": [{"interval": "K", "test": True, "pairs": 3, "users": 1, "scorer": "learned",
                        "rows": 5, "exact": 2, "cluster": 1, "item": 1, "miss": 1}],
     }
@@ -34,6 +35,8 @@ def test_markdown_tables():
     assert "| item | 0.0300 |" in md and "| coverage with fallback | 0.9800 |" in md
     assert "user only unknown 0.0400, item only unknown 0.0100" in md
     assert "| K | test | 3 | 1 | learned | 5 | 2 | 1 | 1 | 1 |" in md
+    assert "(solaris_fallback - solaris): -0.0010, 95 % paired bootstrap interval [-0.0040, " \
+        "+0.0020] over 3 rows." in md
 
 
 def test_write_outputs(tmp_path):
