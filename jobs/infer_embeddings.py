@@ -6,8 +6,10 @@
 Reads ``speculated/interval=KEY`` and ``mined/user_history/interval=KEY`` under
 ``SOLARIS_DATA_ROOT`` and writes ``embeddings/interval=KEY`` (user_id, item_id, model_version,
 embedding fp16) atomically, then (unless ``SOLARIS_FALLBACK_CLUSTERS=0``) the hierarchical
-fallback's ``embeddings/cluster`` and ``embeddings/item_clusters`` partitions. Prints the report as one JSON line; exit code 0 on success, 2 when
-an input partition or the model is missing, 5 when the model's outputs are not finite.
+fallback's ``embeddings/cluster``, ``embeddings/item_clusters`` and ``embeddings/item_prior``
+partitions (``solaris_lib.transfer.fallback``). Prints the report as one JSON line; exit code 0
+on success, 2 when an input partition or the model is missing, 5 when the model's outputs are
+not finite.
 """
 
 from __future__ import annotations

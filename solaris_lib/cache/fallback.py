@@ -13,6 +13,15 @@ strings ``P:h:<version>:items:<k>`` (:func:`format.pack_item_clusters`), written
 by the driver. Cluster rows that cannot be served (null or negative ids, no embedding, another
 length than the exact embeddings', another model version) are dropped and counted per reason;
 an item listed twice keeps its smallest cluster id (counted as ``duplicate_item``).
+
+The ITEM level rides along when the interval also has (complete)
+``embeddings/item_prior/interval=KEY``: ``item_id`` int64, ``model_version`` string,
+``embedding`` binary (``dim`` fp16): the FM's embedding of (empty history, item) per live item.
+It is collected to the driver (items x ``2 * dim`` bytes), packed into the strings
+``P:h:<version>:prior:<k>`` (:func:`format.pack_item_priors`, always fp16: the client holds it
+in memory) and written and read back with the item -> cluster chunks. Rows that cannot be
+served (null or negative item, wrong length, other model version, inf/nan, a duplicate item)
+are dropped and counted under ``prior_*`` reasons in ``dropped``.
 """
 
 from __future__ import annotations
@@ -26,10 +35,14 @@ import numpy as np
 from solaris_lib.cache.errors import PublishInputError, VerificationError
 from solaris_lib.cache.format import (
     ITEM_CLUSTER_CHUNK,
+    ITEM_PRIOR_CHUNK,
     item_clusters_key,
+    item_priors_key,
     pack_item_clusters,
+    pack_item_priors,
 )
 from solaris_lib.cache.memory import string_key_bytes
+from solaris_lib.cache.pairs import fixed_width_values, non_finite_fp16
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import is_complete
@@ -38,9 +51,11 @@ log = logging.getLogger(__name__)
 
 CLUSTER_TABLE = "cluster"
 ITEM_CLUSTERS_TABLE = "item_clusters"
+ITEM_PRIOR_TABLE = "item_prior"
 CLUSTER_COLUMNS = {"user_id": "bigint", "cluster_id": "int", "model_version": "string",
                    "embedding": "binary"}
 ITEM_CLUSTER_COLUMNS = {"item_id": "bigint", "cluster_id": "int"}
+ITEM_PRIOR_COLUMNS = {"item_id": "bigint", "model_version": "string", "embedding": "binary"}
 _MASK32, _MASK64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 
 
@@ -50,7 +65,9 @@ class FallbackLevel:
 
     ``rows``: Spark frame (user_id, item_id = ``-1 - cluster_id``, embedding) of the valid
     cluster rows; ``users``: frame (user_id, pairs, lp, ht) of them per user, for the memory
-    estimate; ``item_ids`` (n,) sorted int64 and ``cluster_ids`` (n,) int32: the item table.
+    estimate; ``item_ids`` (n,) sorted int64 and ``cluster_ids`` (n,) int32: the item table;
+    ``prior_ids`` (p,) sorted int64 and ``prior_values`` (p, 2 * dim) uint8 fp16: the ITEM level
+    (empty without it).
     """
 
     rows: object
@@ -60,6 +77,8 @@ class FallbackLevel:
     cluster_ids: np.ndarray
     digest: str
     dropped: dict[str, int] = field(default_factory=dict)
+    prior_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    prior_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.uint8))
 
     @property
     def clusters(self) -> int:
@@ -68,6 +87,17 @@ class FallbackLevel:
 
     def chunks(self) -> list[bytes]:
         return pack_item_clusters(self.item_ids, self.cluster_ids, ITEM_CLUSTER_CHUNK)
+
+    def prior_chunks(self) -> list[bytes]:
+        """The ``P:h:<version>:prior:<k>`` values; none without the ITEM level."""
+        if not len(self.prior_ids):
+            return []
+        return pack_item_priors(self.prior_ids, self.prior_values, ITEM_PRIOR_CHUNK)
+
+    def prior_fields(self) -> dict[str, int]:
+        """The manifest's ITEM-level fields (zeros, i.e. absent, without the level)."""
+        return {"item_priors": int(len(self.prior_ids)),
+                "item_prior_chunks": len(self.prior_chunks())}
 
 
 def read_fallback(spark, layout: DataLayout, interval: Interval, model_version: str,
@@ -87,12 +117,16 @@ def read_fallback(spark, layout: DataLayout, interval: Interval, model_version: 
     rows = _read(spark, paths[CLUSTER_TABLE], CLUSTER_COLUMNS)
     items = _read(spark, paths[ITEM_CLUSTERS_TABLE], ITEM_CLUSTER_COLUMNS)
     level = _level(rows, items, model_version, dim)
+    prior_path = layout.output(EMBEDDINGS, interval, ITEM_PRIOR_TABLE)
+    if is_complete(prior_path):
+        _add_priors(level, _read(spark, prior_path, ITEM_PRIOR_COLUMNS), model_version, dim)
     if not level.valid_rows or not len(level.item_ids):
         log.warning("fallback level skipped: %d servable cluster rows, %d items with a cluster "
                     "(dropped: %s)", level.valid_rows, len(level.item_ids), level.dropped)
         return None
-    log.info("fallback level: %d cluster rows, %d items in %d clusters (dropped: %s)",
-             level.valid_rows, len(level.item_ids), level.clusters, level.dropped)
+    log.info("fallback level: %d cluster rows, %d items in %d clusters, %d item priors "
+             "(dropped: %s)", level.valid_rows, len(level.item_ids), level.clusters,
+             len(level.prior_ids), level.dropped)
     return level
 
 
@@ -166,29 +200,61 @@ def _item_table(items) -> tuple[np.ndarray, np.ndarray, int]:
     return ids[first], clusters[first], int(len(ids) - first.sum())
 
 
+def _add_priors(level: FallbackLevel, priors, model_version: str, dim: int) -> None:
+    """Collect the servable item priors into ``level`` (sorted by item id), counting the rest."""
+    from pyspark.sql import functions as F
+
+    why = (F.when(F.col("item_id").isNull(), "prior_null_item_id")
+           .when(F.col("item_id") < 0, "prior_negative_item_id")
+           .when(F.col("embedding").isNull(), "prior_null_embedding")
+           .when(F.length("embedding") != 2 * dim, "prior_wrong_embedding_length")
+           .when(F.col("model_version").isNull()
+                 | (F.col("model_version") != model_version), "prior_other_model_version"))
+    tagged = priors.withColumn("reason", why)
+    for row in tagged.where(F.col("reason").isNotNull()).groupBy("reason").count().collect():
+        level.dropped[row["reason"]] = row["count"]
+    table = (tagged.where(F.col("reason").isNull()).select("item_id", "embedding")
+             .orderBy("item_id", "embedding").toArrow())
+    ids = table.column("item_id").to_numpy().astype(np.int64)
+    values = fixed_width_values(table.column("embedding"), 2 * dim).copy()
+    keep = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, bool)
+    finite = ~non_finite_fp16(values)
+    for name, bad in (("prior_duplicate_item", ~keep), ("prior_non_finite", keep & ~finite)):
+        if bad.any():
+            level.dropped[name] = int(bad.sum())
+    level.prior_ids, level.prior_values = ids[keep & finite], values[keep & finite]
+    packed = b"".join(level.prior_chunks())
+    level.digest += hashlib.blake2b(packed, digest_size=8).hexdigest() if packed else ""
+
+
 def chunk_bytes(prefix: str, version: str, level: FallbackLevel) -> list[tuple[str, int]]:
-    """(key, estimated Redis bytes) of each item -> cluster chunk."""
+    """(key, estimated Redis bytes) of each item -> cluster chunk and item-prior chunk."""
     out = []
     for index, chunk in enumerate(level.chunks()):
         key = item_clusters_key(prefix, version, index)
+        out.append((key, string_key_bytes(len(key), len(chunk))))
+    for index, chunk in enumerate(level.prior_chunks()):
+        key = item_priors_key(prefix, version, index)
         out.append((key, string_key_bytes(len(key), len(chunk))))
     return out
 
 
 def write_item_clusters(server, version: str, level: FallbackLevel, ttl_s: int) -> int:
-    """SET every chunk with the version's TTL, then read each back; returns the chunk count.
+    """SET every item -> cluster chunk and item-prior chunk with the version's TTL, then read
+    each back; returns the chunk count.
 
     A chunk that reads back differently raises :class:`VerificationError` (the alias is not
     switched)."""
-    chunks = level.chunks()
-    for index, chunk in enumerate(chunks):
-        key = item_clusters_key(server.prefix, version, index)
+    keyed = ([(item_clusters_key(server.prefix, version, k), c)
+              for k, c in enumerate(level.chunks())]
+             + [(item_priors_key(server.prefix, version, k), c)
+                for k, c in enumerate(level.prior_chunks())])
+    for key, chunk in keyed:
         server.command(key, "SET", key, chunk, "EX", ttl_s)
-    for index, chunk in enumerate(chunks):
-        key = item_clusters_key(server.prefix, version, index)
+    for key, chunk in keyed:
         if server.command(key, "GET", key) != chunk:
-            raise VerificationError(f"version {version}: item-cluster chunk {key} reads back "
+            raise VerificationError(f"version {version}: fallback chunk {key} reads back "
                                     f"differently; the alias was not switched")
-    log.info("item -> cluster table: %d items in %d chunk(s) written and read back",
-             len(level.item_ids), len(chunks))
-    return len(chunks)
+    log.info("item -> cluster table: %d items, item priors: %d items; %d chunk(s) written and "
+             "read back", len(level.item_ids), len(level.prior_ids), len(keyed))
+    return len(keyed)

@@ -8,6 +8,8 @@ Keys, all under the deployment's key prefix ``P``::
     P:misses                        stream  sampled lookup misses (docs/pipeline.md)
     P:h:<version>:items:<k>         string  chunk k of the version's item -> cluster table
                                             (hierarchical fallback; see :func:`pack_item_clusters`)
+    P:h:<version>:prior:<k>         string  chunk k of the version's item-prior table (the ITEM
+                                            level; see :func:`pack_item_priors`)
     P:probe:...                     reserved: named (never created) by the publisher's ACL check
 
 The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one HMGET
@@ -43,6 +45,7 @@ STATE_COMPLETE = "complete"
 FALLBACK_CLUSTER = "cluster"
 ITEM_CLUSTER_CHUNK = 1 << 18  # items per P:h:<version>:items:<k> string (3 MiB)
 ITEM_CLUSTER_RECORD = 12  # bytes per item: int64 id + int32 cluster
+ITEM_PRIOR_CHUNK = 1 << 14  # items per P:h:<version>:prior:<k> string (2.2 MiB at dim 64 fp16)
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VERSION = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{10}$")
@@ -55,6 +58,7 @@ class Level(IntEnum):
     MISS = 0
     EXACT = 1
     CLUSTER = 2  # no exact value; the (user, item cluster) embedding of the fallback level
+    ITEM = 3  # neither; the item's prior (the FM with an empty history), held by the client
 
 
 def check_prefix(prefix: str) -> str:
@@ -136,6 +140,55 @@ def unpack_item_clusters(chunks: Sequence[bytes | None], items: int
                           or cluster_ids.min() < 0):
         raise CacheFormatError("item-cluster table is not sorted by item id or has negatives")
     return item_ids, cluster_ids
+
+
+def item_priors_key(prefix: str, version: str, chunk: int) -> str:
+    """String key holding chunk ``chunk`` (0, 1, ...) of the version's item-prior table."""
+    return f"{prefix}:h:{version}:prior:{int(chunk)}"
+
+
+def pack_item_priors(item_ids: np.ndarray, values: np.ndarray,
+                     chunk_items: int = ITEM_PRIOR_CHUNK) -> list[bytes]:
+    """The chunk values of an item-prior table (the ITEM level).
+
+    ``item_ids`` (n,) strictly increasing non-negative int64; ``values`` (n, value_bytes) uint8:
+    each item's value in the version's codec (the bytes a user-hash field would hold). Chunk
+    ``k`` holds rows ``k * chunk_items ..`` as ``m`` little-endian int64 item ids followed by the
+    ``m`` values in the same order (``m * (8 + value_bytes)`` bytes). An empty table is one
+    empty chunk.
+    """
+    items = np.asarray(item_ids, dtype="<i8")
+    data = np.ascontiguousarray(values, dtype=np.uint8)
+    if items.ndim != 1 or data.ndim != 2 or len(data) != len(items):
+        raise CacheFormatError(f"item ids {items.shape} and values {data.shape} do not match")
+    if len(items) and (items[0] < 0 or (np.diff(items) <= 0).any()):
+        raise CacheFormatError("item ids must be strictly increasing and non-negative")
+    starts = range(0, max(len(items), 1), chunk_items)
+    return [items[s : s + chunk_items].tobytes() + data[s : s + chunk_items].tobytes()
+            for s in starts]
+
+
+def unpack_item_priors(chunks: Sequence[bytes | None], items: int, value_bytes: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """``(item_ids (n,) int64, values (n, value_bytes) uint8)`` from the chunk values, in order;
+    a missing chunk, a wrong length, unsorted ids or a count other than ``items`` raise
+    :class:`CacheFormatError`."""
+    record = 8 + value_bytes
+    ids, values = [], []
+    for index, chunk in enumerate(chunks):
+        if chunk is None or len(chunk) % record:
+            raise CacheFormatError(f"item-prior chunk {index} is missing or malformed")
+        m = len(chunk) // record
+        ids.append(np.frombuffer(chunk, dtype="<i8", count=m).astype(np.int64))
+        values.append(np.frombuffer(chunk, dtype=np.uint8, offset=8 * m).reshape(m, value_bytes))
+    item_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    data = np.concatenate(values) if values else np.zeros((0, value_bytes), np.uint8)
+    if len(item_ids) != items:
+        raise CacheFormatError(f"item-prior table holds {len(item_ids)} items, the manifest "
+                               f"says {items}")
+    if len(item_ids) and ((np.diff(item_ids) <= 0).any() or item_ids[0] < 0):
+        raise CacheFormatError("item-prior table is not sorted by item id or has negatives")
+    return item_ids, data
 
 
 def item_field(item_id: int) -> str:
@@ -274,11 +327,19 @@ class Manifest:
     cluster_pairs: int = 0
     item_clusters: int = 0
     item_cluster_chunks: int = 0
+    # The ITEM level (item priors): written (and read) only when ``item_priors`` > 0.
+    item_priors: int = 0
+    item_prior_chunks: int = 0
 
     @property
     def has_clusters(self) -> bool:
         """True when the version's user hashes hold ``c<cluster>`` fields and ``P:h:`` a table."""
         return self.fallback == FALLBACK_CLUSTER
+
+    @property
+    def has_priors(self) -> bool:
+        """True when ``P:h:<version>:prior:<k>`` holds an item-prior table (the ITEM level)."""
+        return self.item_priors > 0
 
     @property
     def value_codec(self) -> Codec:
@@ -290,10 +351,13 @@ class Manifest:
 
     def to_fields(self) -> dict[str, str]:
         """The hash fields, all as strings (the exact bytes are pinned by tests); the fallback
-        fields only for a version with a fallback level."""
+        fields only for a version with a fallback level, the prior fields only with priors."""
         out = {name: str(value) for name, value in asdict(self).items()}
         if not self.has_clusters:
             for name in _FALLBACK_FIELDS:
+                del out[name]
+        if not self.has_priors:
+            for name in _PRIOR_FIELDS:
                 del out[name]
         return out
 
@@ -310,7 +374,7 @@ class Manifest:
             )
         try:
             values = {f.name: _typed(f.type, text[f.name]) for f in fields(cls)
-                      if f.name not in _FALLBACK_FIELDS or f.name in text}
+                      if f.name not in _OPTIONAL_FIELDS or f.name in text}
         except KeyError as exc:
             raise CacheFormatError(f"manifest lacks field {exc.args[0]!r}") from exc
         except ValueError as exc:
@@ -325,6 +389,8 @@ class Manifest:
 
 _FALLBACK_FIELDS = ("fallback", "clusters", "cluster_pairs", "item_clusters",
                     "item_cluster_chunks")
+_PRIOR_FIELDS = ("item_priors", "item_prior_chunks")
+_OPTIONAL_FIELDS = _FALLBACK_FIELDS + _PRIOR_FIELDS
 
 
 def _text(value: bytes | str) -> str:

@@ -342,7 +342,8 @@ class _Run:
         if fallback is not None:
             manifest = replace(manifest, fallback=FALLBACK_CLUSTER, clusters=report.clusters,
                                cluster_pairs=cluster_rows, item_clusters=report.item_clusters,
-                               item_cluster_chunks=len(fallback.chunks()))
+                               item_cluster_chunks=len(fallback.chunks()),
+                               **fallback.prior_fields())
         self.server.write_manifest(manifest)
         if fallback is not None:
             write_item_clusters(self.server, report.version, fallback, self.ttl_s)

@@ -9,7 +9,10 @@ Request path of :meth:`SolarisClient.lookup` (one network round trip)::
 With a version that has the hierarchical fallback level, the same HMGET also asks for the
 distinct ``c<cluster>`` fields of the items (the item -> cluster table is held in memory,
 loaded with the version by the background thread); an exact miss whose cluster has a value
-gets it with level ``CLUSTER`` (``hit`` stays False).
+gets it with level ``CLUSTER`` (``hit`` stays False). A version with the ITEM level also has
+an item-prior table (the FM's embedding of each live item for an empty history, loaded in the
+background with the item -> cluster table): a row still missing after that takes its item's
+prior with level ``ITEM``, from memory.
 
 A background thread does everything else: re-reads the alias every ``refresh_interval_s`` and
 loads a new version's manifest (and its item -> cluster table) before switching to it (one immutable object swapped at once,
@@ -46,7 +49,13 @@ from solaris_lib.cache.format import (
 from solaris_lib.cache.nodes import NodePool, hash_tag, make_router
 from solaris_lib.cache.resp import ReplyError, pack_command, pack_hmget
 from solaris_lib.client._breaker import BreakerState
-from solaris_lib.client._clusters import ItemClusters, load_item_clusters, merge_clusters
+from solaris_lib.client._clusters import (
+    ItemClusters,
+    ItemPriors,
+    load_item_clusters,
+    load_item_priors,
+    merge_clusters,
+)
 from solaris_lib.client._misses import MissSampler, xadd_payload
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult, all_misses
@@ -64,6 +73,7 @@ class _Served:
     codec: Codec
     key_head: str
     clusters: ItemClusters | None = None
+    priors: ItemPriors | None = None
 
 
 class SolarisClient:
@@ -144,15 +154,18 @@ class SolarisClient:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
         hits = int(np.count_nonzero(hit))
-        level, cluster_rows = hit.astype(np.int8), 0
+        level, cluster_rows, item_rows = hit.astype(np.int8), 0, 0
         if hits < n and served.clusters is not None:
             level, cluster_rows, bad = merge_clusters(served.codec, embeddings, hit, clusters,
                                                       distinct, reply[n:])
             corrupt += bad
+        if hits + cluster_rows < n and served.priors is not None:
+            item_rows = served.priors.fill(items, embeddings, level)
         if hits < n:
             self._misses.offer(user_id, items, hit)
         self._counters.record_lookup(n, hits, (time.perf_counter() - started) * 1e6,
-                                     corrupt_values=corrupt, cluster_hits=cluster_rows)
+                                     corrupt_values=corrupt, cluster_hits=cluster_rows,
+                                     item_hits=item_rows)
         return LookupResult(embeddings, hit, level, served.version, served.model_version)
 
     def _breaker(self, pool: NodePool) -> BreakerState:
@@ -306,7 +319,7 @@ class SolarisClient:
             )
         self._served = _Served(version, manifest.model_version, manifest.value_codec,
                                data_key_head(self._options.key_prefix, version),
-                               self._item_clusters(manifest))
+                               self._item_clusters(manifest), self._item_priors(manifest))
         self._counters.add(version_switches=1)
         log.info("serving cache version %s (model %s, dim %d)", version, manifest.model_version,
                  manifest.dim)
@@ -324,6 +337,19 @@ class SolarisClient:
             self._counters.add(cluster_table_errors=1)
             log.warning("version %s served without its cluster level: %s", manifest.version,
                         exc)
+            return None
+
+    def _item_priors(self, manifest: Manifest) -> ItemPriors | None:
+        """The version's item-prior table (None without the ITEM level); a missing or malformed
+        table serves the version without it (counted, logged), an I/O error raises."""
+        if not manifest.has_priors:
+            return None
+        try:
+            return load_item_priors(self._router, self._options.key_prefix, manifest,
+                                    self._options.background_timeout_ms / 1000.0)
+        except CacheFormatError as exc:
+            self._counters.add(cluster_table_errors=1)
+            log.warning("version %s served without its item level: %s", manifest.version, exc)
             return None
 
     def _write_misses(self, entries: list) -> None:

@@ -6,6 +6,11 @@ A version whose manifest has ``fallback`` = ``cluster`` holds, besides the exact
 its item -> cluster table in ``P:h:<version>:items:<k>`` (``docs/cache-format.md``). A lookup
 then asks one HMGET for the items and the distinct clusters of those items; a row without an
 exact value takes its cluster's value (level ``CLUSTER``) when there is one.
+
+A version whose manifest also has ``item_priors`` > 0 holds the ITEM level: the FM's embedding
+of (empty history, item) per live item in ``P:h:<version>:prior:<k>``, loaded with the table and
+held in memory; a row that is still a miss after the cluster merge takes its item's prior
+(level ``ITEM``): no extra field, no extra round trip.
 """
 
 from __future__ import annotations
@@ -17,7 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from solaris_lib.cache.errors import CacheProtocolError
-from solaris_lib.cache.format import Codec, Level, Manifest, item_clusters_key, unpack_item_clusters
+from solaris_lib.cache.format import (
+    Codec,
+    Level,
+    Manifest,
+    item_clusters_key,
+    item_priors_key,
+    unpack_item_clusters,
+    unpack_item_priors,
+)
 from solaris_lib.cache.nodes import hash_tag
 from solaris_lib.cache.resp import ReplyError, pack_command
 
@@ -46,6 +59,28 @@ class ItemClusters:
         return clusters, distinct, [f"c{c}" for c in distinct.tolist()]
 
 
+@dataclass(frozen=True)
+class ItemPriors:
+    """``item_ids`` (p,) strictly increasing int64 -> ``embeddings`` (p, dim) float32 (the ITEM
+    level; immutable, shared by lookups)."""
+
+    item_ids: np.ndarray
+    embeddings: np.ndarray
+
+    def fill(self, items: np.ndarray, embeddings: np.ndarray, level: np.ndarray) -> int:
+        """Give every ``MISS`` row of ``level`` (n,) whose item has a prior that prior, in
+        ``embeddings`` (n, dim), with level ``ITEM``, in place; returns the rows filled."""
+        rows = np.flatnonzero(level == Level.MISS)
+        if not len(rows) or not len(self.item_ids):
+            return 0
+        pos = np.minimum(np.searchsorted(self.item_ids, items[rows]), len(self.item_ids) - 1)
+        found = self.item_ids[pos] == items[rows]
+        rows, pos = rows[found], pos[found]
+        embeddings[rows] = self.embeddings[pos]
+        level[rows] = Level.ITEM
+        return len(rows)
+
+
 def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
                        ) -> ItemClusters:
     """GET every chunk of ``manifest``'s table (``budget_s`` each). An I/O failure raises
@@ -63,6 +98,25 @@ def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
              manifest.version, len(item_ids), manifest.clusters)
     item_ids.flags.writeable = cluster_ids.flags.writeable = False  # shared by lookups
     return ItemClusters(item_ids, cluster_ids)
+
+
+def load_item_priors(router, prefix: str, manifest: Manifest, budget_s: float) -> ItemPriors:
+    """GET every chunk of ``manifest``'s item-prior table (``budget_s`` each) and decode it
+    (fp16 values of ``manifest.dim``). An I/O failure raises :class:`CacheError`; a missing or
+    malformed table :class:`CacheFormatError`."""
+    chunks = []
+    for index in range(manifest.item_prior_chunks):
+        key = item_priors_key(prefix, manifest.version, index)
+        reply = router.execute(hash_tag(key), pack_command("GET", key), 1,
+                               time.perf_counter() + budget_s)[0]
+        if isinstance(reply, ReplyError):
+            raise CacheProtocolError(f"GET {key} answered {reply}")
+        chunks.append(reply)
+    item_ids, values = unpack_item_priors(chunks, manifest.item_priors, 2 * manifest.dim)
+    embeddings = np.ascontiguousarray(values).view("<f2").astype(np.float32)
+    log.info("version %s: %d item priors loaded", manifest.version, len(item_ids))
+    item_ids.flags.writeable = embeddings.flags.writeable = False
+    return ItemPriors(item_ids, embeddings)
 
 
 def merge_clusters(codec: Codec, embeddings: np.ndarray, hit: np.ndarray, clusters: np.ndarray,

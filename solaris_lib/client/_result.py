@@ -17,7 +17,9 @@ class LookupResult:
     configured). ``hit``: (n,) bool, True for an exact value only. ``level``: (n,) int8 of
     :class:`Level`: ``EXACT`` for a hit; ``CLUSTER`` for a row without an exact value that
     holds the (user, item cluster) embedding of the hierarchical fallback (versions that have
-    the level); ``MISS`` otherwise (the row holds the fallback vector). ``version`` and
+    the level); ``ITEM`` for a row with neither that holds the item's prior (the FM's
+    embedding for an empty history; versions with the ITEM level); ``MISS`` otherwise (the row
+    holds the fallback vector). ``version`` and
     ``model_version`` name the cache version and the model that produced every hit row (one
     version per lookup, never a mix); None before any version is known. ``error`` says why every
     row is a miss when the call did not reach the cache: ``"timeout"``, ``"connection"``,

@@ -53,8 +53,10 @@ class ClientStats:
     are misses). ``errors`` = ``timeouts + connection_errors + server_errors``: failed calls.
     ``short_circuited``: calls answered with misses at once because the node's breaker was open.
     ``cluster_hits``: missed rows answered at the hierarchical fallback's cluster level (counted
-    in ``misses`` too: ``hit`` is False for them). ``cluster_table_errors``: versions served
-    without their cluster level because the item -> cluster table was missing or malformed.
+    in ``misses`` too: ``hit`` is False for them). ``item_hits``: missed rows answered at the
+    ITEM level (the item's prior, from memory; also counted in ``misses``).
+    ``cluster_table_errors``: versions served without their cluster (or item) level because the
+    item -> cluster (or item-prior) table was missing or malformed.
     """
 
     lookups: int = 0
@@ -67,6 +69,7 @@ class ClientStats:
     server_errors: int = 0
     corrupt_values: int = 0
     cluster_hits: int = 0
+    item_hits: int = 0
     cluster_table_errors: int = 0
     short_circuited: int = 0
     no_version: int = 0

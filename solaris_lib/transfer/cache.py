@@ -28,7 +28,8 @@ from solaris_lib.transfer.fallback import NO_CLUSTER, ItemClusters, build_item_c
 
 log = logging.getLogger(__name__)
 
-EXACT, CLUSTER, MISS = 0, 1, 2
+EXACT, CLUSTER, MISS, ITEM = 0, 1, 2, 3  # codes of the experiment's rows (saved in rows/)
+ITEM_PRIOR_USER = -1  # a user id absent from every history: the FM sees an empty history
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,18 @@ class ServedCache:
 
     def levels(self, users: np.ndarray, items: np.ndarray, fallback: bool) -> tuple[np.ndarray,
                                                                                    np.ndarray]:
-        """(level (n,) int8: EXACT / CLUSTER / MISS, cluster (n,) int32 or NO_CLUSTER).
+        """(level (n,) int8: EXACT / CLUSTER / ITEM / MISS, cluster (n,) int32 or NO_CLUSTER).
 
-        CLUSTER: not exact, the user was speculated and the item has a cluster (``fallback``)."""
+        With ``fallback``: CLUSTER when not exact, the user was speculated and the item has a
+        cluster; ITEM when the user was not speculated and the item is live (in the run's item
+        table: it has a cluster, so the publisher stored its prior); MISS otherwise."""
         exact = self.has_pair(users, items)
         cluster = (self.clusters.lookup(items) if self.clusters is not None
                    else np.full(len(items), NO_CLUSTER, np.int32))
-        coarse = (fallback & ~exact & np.isin(users, self.users) & (cluster != NO_CLUSTER))
-        level = np.where(exact, EXACT, np.where(coarse, CLUSTER, MISS)).astype(np.int8)
+        known_item = fallback & ~exact & (cluster != NO_CLUSTER)
+        speculated = np.isin(users, self.users)
+        level = np.select([exact, known_item & speculated, known_item & ~speculated],
+                          [EXACT, CLUSTER, ITEM], MISS).astype(np.int8)
         return level, cluster
 
 

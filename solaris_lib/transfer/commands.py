@@ -120,7 +120,8 @@ def _report(args) -> int:
 def _headline(report: dict) -> dict:
     keys = ("transfer_ratio_logloss", "transfer_ratio_auc", "transfer_ratio_logloss_fallback",
             "transfer_ratio_auc_fallback", "coverage", "coverage_with_fallback",
-            "coverage_by_level", "logloss", "auc", "exact_hit_auc", "solaris_beats_distilled",
+            "coverage_by_level", "miss_by_cause", "logloss", "auc", "exact_hit_auc", "exact_hit_auc_delta",
+            "solaris_beats_distilled",
             "staleness_p50_min", "staleness_p99_min", "train_rows", "test_rows", "world",
             "seconds", "files")
     return {k: report.get(k) for k in keys}

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback")
-LEVELS = ("exact", "cluster", "miss")
+LEVELS = ("exact", "cluster", "item", "miss")
 
 
 class RankerConfig(BaseModel):

@@ -21,8 +21,9 @@ import numpy as np
 from solaris_lib.errors import ConfigError, EmptyInputError
 from solaris_lib.intervals import Interval
 from solaris_lib.model import metrics
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, Speculator
-from solaris_lib.transfer.config import VARIANTS, TransferConfig
+from solaris_lib.transfer.bootstrap import paired_auc_delta
+from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, Speculator
+from solaris_lib.transfer.config import LEVELS, VARIANTS, TransferConfig
 from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
 from solaris_lib.transfer.ratio import transfer_ratios
 
@@ -145,12 +146,15 @@ def coverage_summary(facts: list[dict], test: RankerRows) -> dict:
     """Coverage of the held-out intervals over every logged row and over the labelled rows."""
     held = [f for f in facts if f["test"]]
     rows = sum(f["rows"] for f in held)
-    by_level = {lv: _share(sum(f[lv] for f in held), rows) for lv in ("exact", "cluster", "miss")}
+    by_level = {lv: _share(sum(f.get(lv, 0) for f in held), rows) for lv in LEVELS}
+    causes = {c: _share(sum(f.get(f"miss_{c}", 0) for f in held), rows)
+              for c in ("user_only", "item_only", "user_and_item")}
     n = len(test)
     return {
         "coverage": by_level["exact"],
         "coverage_with_fallback": None if by_level["miss"] is None else 1 - by_level["miss"],
         "coverage_by_level": by_level,
+        "miss_by_cause": causes,
         "coverage_labelled": _share(int((test.fallback_level == EXACT).sum()), n),
         "coverage_with_fallback_labelled": _share(int((test.fallback_level != MISS).sum()), n),
         "logged_rows": rows,
@@ -178,11 +182,16 @@ def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
         trained[variant] = train_ranker(collected.train, variant, config.ranker)
         scores[variant] = trained[variant].predict(test)
     results = {name: _metrics(test.labels, z) for name, z in scores.items()}
-    exact = test.fallback_level == EXACT
-    on_exact = {name: _metrics(test.labels[exact], z[exact]) for name, z in scores.items()}
-    on_cluster = {name: _metrics(test.labels[test.fallback_level == CLUSTER],
-                                 z[test.fallback_level == CLUSTER]) for name, z in scores.items()}
-    return {"variants": results, "exact_hit_rows": on_exact, "cluster_rows": on_cluster,
+    on_level = {}
+    for code, name in ((EXACT, "exact"), (CLUSTER, "cluster"), (ITEM, "item")):
+        rows = test.fallback_level == code
+        on_level[name] = {v: _metrics(test.labels[rows], z[rows]) for v, z in scores.items()}
+    guard = paired_auc_delta(test.labels[test.fallback_level == EXACT],
+                             scores["solaris"][test.fallback_level == EXACT],
+                             scores["solaris_fallback"][test.fallback_level == EXACT])
+    return {"variants": results, "exact_hit_rows": on_level["exact"],
+            "cluster_rows": on_level["cluster"], "item_rows": on_level["item"],
+            "exact_hit_auc_delta": guard,
             "epochs": {v: t.epochs for v, t in trained.items()},
             "ratios": {v: transfer_ratios(results, v) for v in VARIANTS if v != "plain"}}
 
@@ -263,6 +272,8 @@ def assemble(evaluation: dict, collected: Collected, periods: Periods, config: T
         "exact_hit_auc": {n: m["auc"] for n, m in evaluation["exact_hit_rows"].items()},
         "exact_hit_logloss": {n: m["logloss"] for n, m in evaluation["exact_hit_rows"].items()},
         "cluster_row_auc": {n: m["auc"] for n, m in evaluation["cluster_rows"].items()},
+        "item_row_auc": {n: m["auc"] for n, m in evaluation.get("item_rows", {}).items()},
+        "exact_hit_auc_delta": evaluation.get("exact_hit_auc_delta"),
         "ranker_epochs": evaluation["epochs"],
         "train_rows": len(collected.train), "test_rows": len(collected.test),
         "test_ctr": float(collected.test.labels.mean()) if len(collected.test) else None,

@@ -17,11 +17,18 @@ Choice (documented, measured by ``solaris report``): the representative's embedd
 of the user's exact embeddings in the cluster: it exists for every speculated user and cluster,
 costs ``users x clusters`` FM pairs, and needs no exact embeddings in the cluster.
 
+The ITEM level (for users the speculation did not cover: new users, users outside the lookback):
+per live item (every item of the item -> cluster table), the FM embedding of (empty history,
+item), i.e. the item's prior for a user we know nothing about. Small (items x ``dim`` fp16), so
+the client holds it in memory and the level costs no network.
+
 Outputs of :func:`infer_cluster_embeddings` (written atomically with ``_SUCCESS``):
 ``embeddings/cluster/interval=KEY``: ``user_id`` int64, ``cluster_id`` int32, ``model_version``
 string, ``embedding`` binary (``dim`` little-endian fp16, as ``docs/cache-format.md``);
-``embeddings/item_clusters/interval=KEY``: ``item_id`` int64, ``cluster_id`` int32. The cache
-publisher stores a user's cluster embeddings in the user's hash as fields ``c<cluster_id>``.
+``embeddings/item_clusters/interval=KEY``: ``item_id`` int64, ``cluster_id`` int32;
+``embeddings/item_prior/interval=KEY``: ``item_id`` int64, ``model_version`` string,
+``embedding`` binary. The cache publisher stores a user's cluster embeddings in the user's hash
+as fields ``c<cluster_id>`` and the item priors in ``P:h:<version>:prior:<k>`` strings.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ log = logging.getLogger(__name__)
 
 CLUSTER_TABLE = "cluster"
 ITEM_CLUSTERS_TABLE = "item_clusters"
+ITEM_PRIOR_TABLE = "item_prior"
 NO_CLUSTER = -1
+PRIOR_ITEMS_PER_ROW = 256  # items of one pseudo-user row of the prior inference
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,51 @@ def cluster_pairs(users: np.ndarray, clusters: ItemClusters) -> tuple[np.ndarray
     return np.repeat(users, n), np.tile(np.arange(n, dtype=np.int32), len(users))
 
 
+def prior_users(items: np.ndarray) -> np.ndarray:
+    """(n,) ascending negative pseudo-user ids, one per ``PRIOR_ITEMS_PER_ROW`` items: ids that
+    no history has, so the FM embeds each item with an empty history."""
+    rows = np.arange(len(items)) // PRIOR_ITEMS_PER_ROW
+    return (rows - (rows[-1] + 1 if len(rows) else 0)).astype(np.int64)
+
+
+def _priors_on_driver(embedder, items: np.ndarray, asof_us: int):
+    """Arrow table (item_id, model_version, embedding) of every item's prior, in this process."""
+    import pyarrow as pa
+
+    from solaris_lib.cache.pairs import binary_column
+    from solaris_lib.model.examples import EventLists
+    from solaris_lib.transfer.features import embed_pairs
+
+    items = np.asarray(items, np.int64)
+    emb = embed_pairs(embedder, EventLists.empty(), prior_users(items), items, asof_us)
+    return pa.table({"item_id": pa.array(items, pa.int64()),
+                     "model_version": pa.array([embedder.version] * len(items), pa.string()),
+                     "embedding": binary_column(emb.astype("<f2"))})
+
+
+def _priors_with_spark(spark, folder: str, version: str, hist_path: str, items: np.ndarray,
+                       asof_us: int, batch_users: int, threads: int):
+    """DataFrame (item_id, model_version, embedding) by the batch-inference UDF: pseudo-users
+    without a history row (the left join gives them the empty history)."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.model.inference import OUTPUT_DDL, EmbedBatches
+
+    users = prior_users(items)
+    cuts = np.flatnonzero(np.diff(users)) + 1
+    rows = [(int(part_users[0]), part_items.tolist())
+            for part_users, part_items in zip(np.split(users, cuts), np.split(items, cuts),
+                                              strict=True) if len(part_users)]
+    pseudo = spark.createDataFrame(rows, "user_id long, item_ids array<bigint>")
+    hist = spark.read.parquet(hist_path).select(
+        "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
+        F.col("clicked").alias("h_clicked"))
+    grouped = pseudo.join(hist, "user_id", "left")
+    out = grouped.mapInArrow(EmbedBatches(folder, version, asof_us, batch_users, threads),
+                             OUTPUT_DDL).filter(F.col("finite"))
+    return out.select("item_id", "model_version", "embedding")
+
+
 def _item_clusters_of(spark, layout, interval, k: int, buckets: int, seed: int) -> ItemClusters:
     """Clusters from the newest retrieval factors <= ``interval`` and its mined item_stats."""
     from solaris_lib.layout import MINED
@@ -204,7 +258,7 @@ def _embed_with_spark(spark, folder: str, version: str, hist_path: str, users_df
 
 def infer_cluster_embeddings(spark, settings, interval, embedder_or_version=None, *, k: int = 32,
                              buckets: int = 4, seed: int = 7, batch_users: int = 256,
-                             threads: int = 1) -> dict:
+                             threads: int = 1, priors: bool = True) -> dict:
     """Write ``embeddings/item_clusters/interval=KEY`` and ``embeddings/cluster/interval=KEY``.
 
     Inputs (complete partitions of ``interval``): ``speculated`` (the users to cover),
@@ -212,7 +266,9 @@ def infer_cluster_embeddings(spark, settings, interval, embedder_or_version=None
     ``embedder_or_version``: a :class:`~solaris_lib.model.online.FoundationEmbedder` (computed
     in the driver), or a model version string / None for the serving version (computed on the
     executors by the batch-inference UDF). Embeddings are as of ``interval.end``, like the exact
-    ones. Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``model_version``.
+    ones. With ``priors`` it also writes ``embeddings/item_prior/interval=KEY``: every clustered
+    item's prior (the ITEM level). Returns counts: ``users``, ``clusters``, ``items``,
+    ``rows_written``, ``item_priors``, ``model_version``.
     """
     from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
     from solaris_lib.model import artefact
@@ -234,15 +290,22 @@ def infer_cluster_embeddings(spark, settings, interval, embedder_or_version=None
         folder, version = artefact.resolve(layout.model("foundation"), embedder_or_version)
         out = _embed_with_spark(spark, folder, version, hist_path, users_df, clusters, asof_us,
                                 batch_users, threads)
+        prior = (_priors_with_spark(spark, folder, version, hist_path, clusters.item_ids,
+                                    asof_us, batch_users, threads) if priors else None)
     else:
         users = users_df.toArrow().column("user_id").to_numpy()
         version = embedder_or_version.version
         out = spark.createDataFrame(_embed_on_driver(spark, embedder_or_version, hist_path,
                                                      users, clusters, asof_us).to_pandas())
+        prior = (spark.createDataFrame(_priors_on_driver(embedder_or_version, clusters.item_ids,
+                                                         asof_us).to_pandas()) if priors else None)
     rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_TABLE),
                            ["user_id", "cluster_id"])
+    n_priors = (write_partition(prior, layout.output(EMBEDDINGS, interval, ITEM_PRIOR_TABLE),
+                                ["item_id"]) if prior is not None else 0)
     report = {"users": int(users_df.count()), "clusters": len(clusters.representatives),
-              "items": n_items, "rows_written": rows, "model_version": version}
+              "items": n_items, "rows_written": rows, "item_priors": n_priors,
+              "model_version": version}
     log.info("cluster embeddings of %s: %s", interval.key, report)
     return report
 

@@ -5,7 +5,7 @@ Per row (``N`` rows, in the order of :class:`~solaris_lib.model.examples.Example
 * ``activity``: the user's events in ``[s - activity_window, s)``, ``s`` = the start of the
   row's interval (not the request time: serving features are refreshed per interval);
 * ``popularity``: the item's logged rows in ``[s - popularity_window, s)``;
-* ``level`` (EXACT / CLUSTER / MISS) and ``embedding`` (N, D) float32 for the SOLARIS variants:
+* ``level`` (EXACT / CLUSTER / ITEM / MISS) and ``embedding`` (N, D) float32 for the SOLARIS variants:
   the cache of the row's interval (:class:`~solaris_lib.transfer.cache.ServedCache`); zeros
   on a miss. ``exact_*`` ignore the fallback; ``fallback_*`` use it;
 * ``fm_logit``: the FM served online (history strictly before the request): the ceiling, and
@@ -20,7 +20,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from solaris_lib.model.examples import EventLists, Examples
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, ServedCache
+from solaris_lib.transfer.cache import (
+    CLUSTER,
+    EXACT,
+    ITEM,
+    ITEM_PRIOR_USER,
+    MISS,
+    ServedCache,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +48,7 @@ class RankerRows:
     fm_logit: np.ndarray  # float64
     exact_level: np.ndarray  # int8 EXACT or MISS
     exact_emb: np.ndarray  # (N, D) float32
-    fallback_level: np.ndarray  # int8 EXACT / CLUSTER / MISS
+    fallback_level: np.ndarray  # int8 EXACT / CLUSTER / ITEM / MISS
     fallback_emb: np.ndarray  # (N, D) float32
 
     def __len__(self) -> int:
@@ -97,17 +104,19 @@ def served_embeddings(fm, events: EventLists, cache: ServedCache, users: np.ndar
     """(level (n,) int8, embedding (n, D) float32) that serving got for each looked-up pair.
 
     EXACT rows: the FM embedding of (user, item) as of the cache's interval start; CLUSTER rows:
-    of (user, the cluster's representative item); MISS rows: zeros. Nothing else is computed."""
+    of (user, the cluster's representative item); ITEM rows: of (empty history, item), the
+    item's prior; MISS rows: zeros. Nothing else is computed."""
     level, cluster = cache.levels(users, items, fallback)
     emb = np.zeros((len(users), fm.dim), np.float32)
     asof_us = int(cache.asof.timestamp() * 1_000_000)
-    target = items.copy()
+    target, who = items.copy(), users.copy()
     coarse = level == CLUSTER
     if coarse.any():
         target[coarse] = cache.clusters.representatives[cluster[coarse]]
+    who[level == ITEM] = ITEM_PRIOR_USER  # absent from every history
     found = level != MISS
     if found.any():
-        emb[found] = _embed_lookups(fm, events, users[found], target[found], asof_us)
+        emb[found] = _embed_lookups(fm, events, who[found], target[found], asof_us)
     return level, emb
 
 
@@ -143,5 +152,13 @@ def coverage_by_level(cache: ServedCache, users: np.ndarray, items: np.ndarray) 
     """Row counts per level over logged rows (every scored candidate) of the interval."""
     exact, _ = cache.levels(users, items, fallback=False)
     level, _ = cache.levels(users, items, fallback=True)
+    miss = level == MISS
+    known_user = np.isin(users, cache.users)
+    known_item = (cache.clusters.lookup(items) != -1 if cache.clusters is not None
+                  else np.zeros(len(items), bool))
     return {"rows": int(len(users)), "exact": int((exact == EXACT).sum()),
-            "cluster": int((level == CLUSTER).sum()), "miss": int((level == MISS).sum())}
+            "cluster": int((level == CLUSTER).sum()), "item": int((level == ITEM).sum()),
+            "miss": int(miss.sum()),
+            "miss_user_only": int((miss & ~known_user & known_item).sum()),
+            "miss_item_only": int((miss & known_user & ~known_item).sum()),
+            "miss_user_and_item": int((miss & ~known_user & ~known_item).sum())}

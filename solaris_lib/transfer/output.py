@@ -35,19 +35,19 @@ def coverage_table(report: dict) -> str:
     levels = report["coverage_by_level"]
     return "\n".join([
         "| level | share of held-out logged rows |", "|---|---|",
-        *(f"| {lv} | {_fmt(levels[lv])} |" for lv in ("exact", "cluster", "miss")),
+        *(f"| {lv} | {_fmt(levels.get(lv))} |" for lv in ("exact", "cluster", "item", "miss")),
         f"| coverage (exact) | {_fmt(report['coverage'])} |",
         f"| coverage with fallback | {_fmt(report['coverage_with_fallback'])} |",
     ])
 
 
 def interval_table(report: dict) -> str:
-    lines = ["| interval | period | pairs | users | scorer | logged rows | exact | cluster | miss |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| interval | period | pairs | users | scorer | logged rows | exact | cluster | item "
+             "| miss |", "|---|---|---|---|---|---|---|---|---|---|"]
     for f in report["intervals"]:
         lines.append(f"| {f['interval']} | {'test' if f['test'] else 'ranker'} | {f['pairs']} | "
                      f"{f['users']} | {f['scorer']} | {f['rows']} | {f['exact']} | "
-                     f"{f['cluster']} | {f['miss']} |")
+                     f"{f['cluster']} | {f.get('item', 0)} | {f['miss']} |")
     return "\n".join(lines)
 
 
@@ -61,12 +61,25 @@ def markdown(report: dict) -> str:
         "## Quality on the held-out period", transfer_table(report),
         f"SOLARIS beats distillation on both log-loss and AUC: {report['solaris_beats_distilled']}.",
         "## Coverage", coverage_table(report),
+        "Misses by cause (share of held-out logged rows): " + ", ".join(
+            f"{cause.replace('_', ' ')} unknown {_fmt(share)}"
+            for cause, share in report.get("miss_by_cause", {}).items()) + ".",
         f"Staleness of served embeddings (minutes): p50 {_fmt(report['staleness_p50_min'], 1)}, "
         f"p99 {_fmt(report['staleness_p99_min'], 1)}.",
         "AUC on the held-out rows that had an exact hit: "
-        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER),
+        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER) + ".",
+        _guard_line(report.get("exact_hit_auc_delta")),
         "## Intervals", interval_table(report),
     ]) + "\n"
+
+
+def _guard_line(guard: dict | None) -> str:
+    """The fallback's guard: AUC(solaris_fallback) - AUC(solaris) on the exact-hit rows."""
+    if not guard or guard.get("delta") is None:
+        return "Exact-hit AUC change with the fallback: n/a."
+    return (f"Exact-hit AUC change with the fallback (solaris_fallback - solaris): "
+            f"{guard['delta']:+.4f}, 95 % paired bootstrap interval [{guard['low']:+.4f}, "
+            f"{guard['high']:+.4f}] over {guard['rows']} rows.")
 
 
 def plot(report: dict, out: str) -> str:
@@ -89,8 +102,8 @@ def plot(report: dict, out: str) -> str:
         ax.grid(True, axis="y", alpha=0.3)
     levels = report["coverage_by_level"]
     bottom = 0.0
-    for lv, color in (("exact", "#48c"), ("cluster", "#4a8"), ("miss", "#ccc")):
-        share = levels[lv] or 0.0
+    for lv, color in (("exact", "#48c"), ("cluster", "#4a8"), ("item", "#ca4"), ("miss", "#ccc")):
+        share = levels.get(lv) or 0.0
         axes[2].bar([0], [share], bottom=bottom, color=color, label=lv)
         bottom += share
     axes[2].set_xticks([0], ["held-out rows"])

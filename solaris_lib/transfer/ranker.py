@@ -8,7 +8,7 @@ on the training rows):
 plain          log1p(activity), log1p(popularity)
 distilled      the same inputs; target ``w * sigmoid(FM logit) + (1 - w) * click``
 solaris        + the cached interaction embedding (D) and the hit flag (zeros on a miss)
-solaris_fb     + the exact or cluster-level embedding (D) and the level one-hot (3)
+solaris_fb     + the exact, cluster- or item-level embedding (D) and the level one-hot (4)
 ============== ============================================================================
 
 Training: Adam (SparseAdam for the id tables: a step touches only its batch's rows), seeded; the epoch count is chosen on the newest ``validation`` share of the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solaris_lib.model import metrics
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS
+from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS
 from solaris_lib.transfer.config import RankerConfig
 from solaris_lib.transfer.features import RankerRows
 
@@ -38,7 +38,8 @@ def dense_inputs(rows: RankerRows, variant: str) -> np.ndarray:
     if variant == "solaris":
         cols += [rows.exact_emb, (rows.exact_level == EXACT).astype(np.float32)[:, None]]
     elif variant == "solaris_fallback":
-        onehot = np.stack([rows.fallback_level == lv for lv in (EXACT, CLUSTER, MISS)], axis=1)
+        onehot = np.stack([rows.fallback_level == lv for lv in (EXACT, CLUSTER, ITEM, MISS)],
+                          axis=1)
         cols += [rows.fallback_emb, onehot.astype(np.float32)]
     elif variant not in ("plain", "distilled"):
         raise ValueError(f"unknown ranker variant {variant!r}")

@@ -1,5 +1,6 @@
 """The hierarchical fallback level end to end: Spark publish with the cluster tables into a real
-Redis (single server and a 3-master cluster), then lookups returning EXACT, CLUSTER and MISS."""
+Redis (single server and a 3-master cluster), then lookups returning EXACT, CLUSTER and MISS;
+with the item-prior table also ITEM (the item's prior, from the client's memory)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.cache.format import Level, unpack_item_clusters
+from solaris_lib.cache.format import Level, unpack_item_clusters, unpack_item_priors
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.layout import EMBEDDINGS, DataLayout
@@ -232,3 +233,67 @@ def test_cluster_level_through_redis_cluster(redis_cluster, spark, tmp_path_fact
     report = publish(spark, settings, INTERVAL, PublishConfig())
     assert report.cluster_pairs == 16
     check_lookups(url, settings.redis_key_prefix, report.version)
+
+
+PRIORS = list(range(100, 126))  # 126, 127 have a cluster but no prior; 128, 129 neither
+
+
+def write_priors(settings) -> None:
+    """The item-prior table: a prior per item of PRIORS, plus rows the publisher must drop."""
+    rows = [(i, "m1", vector(-1, i)) for i in PRIORS]
+    rows += [(126, "m0", vector(-1, 126)), (127, "m1", np.zeros(DIM + 1)),
+             (100, "m1", vector(-1, 100))]  # other model version, wrong length, duplicate
+    _write(DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL, "item_prior"),
+           _table({"item_id": pa.array([r[0] for r in rows], pa.int64()),
+                   "model_version": pa.array([r[1] for r in rows]),
+                   "embedding": pa.array([r[2].astype("<f2").tobytes() for r in rows],
+                                         pa.binary())}))
+
+
+def expected_with_priors(user: int, item: int) -> tuple[int, np.ndarray]:
+    level, want = expected(user, item) if user in EXACT else (Level.MISS, None)
+    if level == Level.MISS and item in PRIORS:
+        return Level.ITEM, vector(-1, item)
+    return level, want if want is not None else np.full(DIM, 0.5, np.float32)
+
+
+def test_item_priors_serve_the_item_level_without_a_round_trip(spark, settings_for,
+                                                               private_redis):
+    server = private_redis()
+    settings = settings_for(server.url)
+    write_world(settings)
+    write_priors(settings)
+    report = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    assert report.cluster_dropped == {
+        "other_model_version": 1, "wrong_embedding_length": 1, "prior_other_model_version": 1,
+        "prior_wrong_embedding_length": 1, "prior_duplicate_item": 1}
+    prefix = settings.redis_key_prefix
+    r = redis.Redis.from_url(server.url)
+    manifest = r.hgetall(f"{prefix}:m:{report.version}")
+    assert (manifest[b"item_priors"], manifest[b"item_prior_chunks"]) == (b"26", b"1")
+    key = f"{prefix}:h:{report.version}:prior:0"
+    ids, values = unpack_item_priors([r.get(key)], 26, 2 * DIM)
+    assert ids.tolist() == PRIORS and 0 < r.ttl(key) <= 600
+    assert values.tobytes() == b"".join(vector(-1, i).astype("<f2").tobytes() for i in PRIORS)
+    counts = {level: 0 for level in Level}
+    with SolarisClient.from_url(server.url, key_prefix=prefix, timeout_ms=TEST_TIMEOUT_MS,
+                                fallback=[0.5] * DIM, miss_sample_rate=0,
+                                refresh_interval_s=3600) as client:
+        r.config_resetstat()
+        for user in USERS + [99]:
+            items = [*ITEMS, 10**12]
+            result = client.lookup(user, items)
+            for row, item in enumerate(items):
+                level, want = expected_with_priors(user, item)
+                assert result.level[row] == level, (user, item)
+                assert result.hit[row] == (level == Level.EXACT)
+                assert np.array_equal(result.embeddings[row], want), (user, item)
+                counts[level] += 1
+        commands = {k: v["calls"] for k, v in r.info("commandstats").items()}
+        stats = client.stats()
+    commands.pop("cmdstat_info", None)
+    commands.pop("cmdstat_config|resetstat", None)
+    assert commands == {"cmdstat_hmget": len(USERS) + 1}  # the ITEM level costs no network
+    assert all(counts.values()), counts
+    assert (stats.item_hits, stats.cluster_hits, stats.hits) == (
+        counts[Level.ITEM], counts[Level.CLUSTER], counts[Level.EXACT])

@@ -3,6 +3,7 @@ and publish as real spark-submit jobs on tiny simulated logs, then lookups throu
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import redis
@@ -58,7 +59,15 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
     with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
                                 timeout_ms=TEST_TIMEOUT_MS) as client:
         coarse = client.lookup(user, others)
+        stranger = int(speculated["user_id"].max()) + 1  # a user no run speculated
+        prior = client.lookup(stranger, others)
     assert others and (coarse.level == Level.CLUSTER).all() and not coarse.hit.any()
+    # the ITEM level: an unspeculated user gets each live item's prior (empty-history FM)
+    priors = pq.read_table(layout.output(EMBEDDINGS, FIRST, "item_prior")).to_pandas()
+    by_item = dict(zip(priors["item_id"].astype(int), priors["embedding"], strict=True))
+    assert (prior.level == Level.ITEM).all() and not prior.hit.any()
+    for row, item in enumerate(others):
+        assert prior.embeddings[row].tolist() == np.frombuffer(by_item[item], "<f2").tolist()
     before = published_content(pipeline.redis_url, pipeline.key_prefix, version)
     assert before
 

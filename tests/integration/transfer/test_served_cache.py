@@ -1,5 +1,5 @@
 """The served cache on a tiny world: the speculation run for t-1 reads nothing at or after the
-start of t; the cluster-embedding job writes its two tables (both embedder paths agree)."""
+start of t; the fallback job writes its three tables (both embedder paths agree)."""
 
 from __future__ import annotations
 
@@ -61,9 +61,13 @@ def test_levels_follow_the_cache(caches):
     users, items = full.pair_users[:50], full.pair_items[:50]
     level, _ = full.levels(users, items, fallback=True)
     assert (level == 0).all()
+    from solaris_lib.transfer.cache import ITEM, MISS
+
     unknown_user = np.full(5, 10**9, np.int64)
     level, _ = full.levels(unknown_user, items[:5], fallback=True)
-    assert (level == 2).all()
+    assert (level == ITEM).all()  # live items: their prior
+    level, _ = full.levels(unknown_user, np.full(5, 10**12, np.int64), fallback=True)
+    assert (level == MISS).all()  # unknown items: nothing
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +87,12 @@ def pipeline_root(spark, tiny_world, tmp_path_factory):
     return root
 
 
-def test_infer_cluster_embeddings_writes_both_tables(spark, pipeline_root):
+def test_infer_cluster_embeddings_writes_the_three_tables(spark, pipeline_root):
     from solaris_lib.config import load_settings
     from solaris_lib.model import artefact
     from solaris_lib.model.config import FoundationConfig
     from solaris_lib.model.network import FoundationNet
-    from solaris_lib.model.online import FoundationEmbedder
+    from solaris_lib.model.online import FoundationEmbedder, History
     from solaris_lib.storage import is_complete
     from solaris_lib.transfer.fallback import infer_cluster_embeddings
 
@@ -113,6 +117,16 @@ def test_infer_cluster_embeddings_writes_both_tables(spark, pipeline_root):
     items = pq.read_table(items_path)
     assert items.num_rows == driver["items"]
     assert set(items.column("cluster_id").to_pylist()) == set(range(driver["clusters"]))
+    prior_path = layout.output(EMBEDDINGS, SERVED, "item_prior")
+    priors = pq.read_table(prior_path).sort_by("item_id")
+    assert driver["item_priors"] == priors.num_rows == items.num_rows
+    assert priors.column("item_id").equals(items.sort_by("item_id").column("item_id"))
+    embedder = FoundationEmbedder(net, "v-test", "cpu")
+    some = priors.column("item_id").to_pylist()[::7]
+    want = embedder.embed_user(History.of([], [], []), some, SERVED.end).astype("<f2")
+    got = np.frombuffer(b"".join(priors.column("embedding").to_pylist()[::7]), "<f2")
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32).ravel(),
+                               rtol=0, atol=2e-3)
 
     spark_path = infer_cluster_embeddings(spark, settings, SERVED, None, k=6)  # serving version
     second = pq.read_table(cl_path).sort_by([("user_id", "ascending"),
@@ -122,3 +136,9 @@ def test_infer_cluster_embeddings_writes_both_tables(spark, pipeline_root):
     b = np.frombuffer(b"".join(second.column("embedding").to_pylist()), "<f2").astype(np.float32)
     assert np.abs(a - b).max() <= 2e-3
     assert first.column("user_id").equals(second.column("user_id"))
+    spark_priors = pq.read_table(prior_path).sort_by("item_id")
+    assert spark_path["item_priors"] == priors.num_rows
+    assert spark_priors.column("item_id").equals(priors.column("item_id"))
+    a = np.frombuffer(b"".join(priors.column("embedding").to_pylist()), "<f2")
+    b = np.frombuffer(b"".join(spark_priors.column("embedding").to_pylist()), "<f2")
+    assert np.abs(a.astype(np.float32) - b.astype(np.float32)).max() <= 2e-3

@@ -11,12 +11,15 @@ from solaris_lib.cache.format import (
     Level,
     Manifest,
     item_clusters_key,
+    item_priors_key,
     pack_item_clusters,
+    pack_item_priors,
     unpack_item_clusters,
+    unpack_item_priors,
     version_id,
 )
 from solaris_lib.cache.resp import pack_command
-from solaris_lib.client._clusters import ItemClusters, merge_clusters
+from solaris_lib.client._clusters import ItemClusters, ItemPriors, merge_clusters
 
 VERSION = "20260105T100000Z-961e7c475b"
 
@@ -144,3 +147,81 @@ def test_merge_fills_exact_misses_from_their_cluster():
     assert level.tolist() == [Level.EXACT, Level.CLUSTER, Level.MISS, Level.MISS, Level.MISS]
     assert embeddings.tolist() == [[1, 1], [2, 2], [9, 9], [9, 9], [9, 9]]
     assert (rows, corrupt) == (1, 1) and hit.tolist() == [True, False, False, False, False]
+
+
+# -- the ITEM level: item priors ----------------------------------------------------------------
+
+
+def test_item_prior_key_is_pinned():
+    assert item_priors_key("solaris", VERSION, 0) == f"solaris:h:{VERSION}:prior:0"
+    assert item_priors_key("p", VERSION, 3) == f"p:h:{VERSION}:prior:3"
+
+
+def test_item_prior_chunk_bytes_are_pinned():
+    # dim 2 fp16: item 3 -> [1.0, -2.0], item 2^40 -> [0.5, 65504.0]
+    values = np.frombuffer(bytes.fromhex("003c00c0" "0038ff7b"), np.uint8).reshape(2, 4)
+    (chunk,) = pack_item_priors(np.array([3, 2**40]), values)
+    assert chunk.hex() == (
+        "0300000000000000" "0000000000010000"  # int64 LE item ids
+        "003c00c0" "0038ff7b"                  # the values, in the same order
+    )
+    ids, back = unpack_item_priors([chunk], 2, 4)
+    assert ids.tolist() == [3, 2**40] and back.tobytes() == values.tobytes()
+
+
+def test_item_prior_table_is_chunked_in_order():
+    values = np.arange(10, dtype=np.uint8).reshape(5, 2)
+    chunks = pack_item_priors(np.array([1, 2, 5, 9, 11]), values, chunk_items=2)
+    assert [len(c) for c in chunks] == [20, 20, 10]
+    assert chunks[2] == (11).to_bytes(8, "little") + bytes([8, 9])
+    ids, back = unpack_item_priors(chunks, 5, 2)
+    assert ids.tolist() == [1, 2, 5, 9, 11] and back.tolist() == values.tolist()
+    assert pack_item_priors(np.zeros(0, np.int64), np.zeros((0, 2), np.uint8)) == [b""]
+
+
+@pytest.mark.parametrize("chunks, count, message", [
+    ([None], 0, "missing"),
+    ([b"\x00" * 11], 1, "malformed"),
+    ([pack_item_priors(np.array([1]), np.zeros((1, 2), np.uint8))[0]], 2, "manifest says 2"),
+    ([pack_item_priors(np.array([5]), np.zeros((1, 2), np.uint8))[0],
+      pack_item_priors(np.array([4]), np.zeros((1, 2), np.uint8))[0]], 2, "not sorted"),
+])
+def test_malformed_item_prior_tables_are_format_errors(chunks, count, message):
+    with pytest.raises(CacheFormatError, match=message):
+        unpack_item_priors(chunks, count, 2)
+
+
+def test_packing_priors_refuses_unsorted_ids_or_mismatched_values():
+    with pytest.raises(CacheFormatError):
+        pack_item_priors(np.array([2, 1]), np.zeros((2, 2), np.uint8))
+    with pytest.raises(CacheFormatError):
+        pack_item_priors(np.array([1, 2]), np.zeros((3, 2), np.uint8))
+
+
+def test_manifest_prior_fields_are_pinned_and_absent_without_the_level():
+    manifest = _manifest(fallback="cluster", clusters=3, cluster_pairs=6, item_clusters=40,
+                         item_cluster_chunks=1, item_priors=40, item_prior_chunks=1)
+    fields = manifest.to_fields()
+    assert (fields["item_priors"], fields["item_prior_chunks"]) == ("40", "1")
+    parsed = Manifest.from_fields({k.encode(): v.encode() for k, v in fields.items()})
+    assert parsed == manifest and parsed.has_priors
+    without = _manifest(fallback="cluster", clusters=3, cluster_pairs=6, item_clusters=40,
+                        item_cluster_chunks=1).to_fields()
+    assert "item_priors" not in without and "item_prior_chunks" not in without
+    assert not Manifest.from_fields(without).has_priors
+
+
+def test_level_codes_are_pinned():
+    assert (Level.MISS, Level.EXACT, Level.CLUSTER, Level.ITEM) == (0, 1, 2, 3)
+
+
+def test_priors_fill_only_rows_still_missing():
+    priors = ItemPriors(np.array([5, 9], np.int64), np.array([[1, 1], [2, 2]], np.float32))
+    items = np.array([9, 5, 7, 5])
+    embeddings = np.array([[7, 7], [8, 8], [0, 0], [0, 0]], np.float32)
+    level = np.array([Level.EXACT, Level.CLUSTER, Level.MISS, Level.MISS], np.int8)
+    assert priors.fill(items, embeddings, level) == 1
+    assert level.tolist() == [Level.EXACT, Level.CLUSTER, Level.MISS, Level.ITEM]
+    assert embeddings.tolist() == [[7, 7], [8, 8], [0, 0], [1, 1]]
+    empty = ItemPriors(np.zeros(0, np.int64), np.zeros((0, 2), np.float32))
+    assert empty.fill(items, embeddings, np.zeros(4, np.int8)) == 0

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from solaris_lib.intervals import Interval
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, ServedCache
+from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, ServedCache
 from solaris_lib.transfer.fallback import ItemClusters
 
 T0 = datetime(2026, 1, 6, tzinfo=UTC)
@@ -29,13 +29,14 @@ def test_membership_with_ids_near_int64_max():
     assert not swapped.any()
 
 
-def test_levels_exact_cluster_miss():
+def test_levels_exact_cluster_item_miss():
     items = np.array([10, 20, 30, 40], np.int64)
     clusters = ItemClusters(items, np.array([0, 0, 1, 1], np.int32), np.array([10, 30]), 2)
     cache = _cache([1, 1, 2], [10, 30, 20], clusters)
-    level, cluster = cache.levels(np.array([1, 1, 2, 3, 1]), np.array([10, 40, 20, 10, 99]),
-                                  fallback=True)
-    np.testing.assert_array_equal(level, [EXACT, CLUSTER, EXACT, MISS, MISS])
-    np.testing.assert_array_equal(cluster, [0, 1, 0, 0, -1])
-    no_fb, _ = cache.levels(np.array([1, 1]), np.array([10, 40]), fallback=False)
-    np.testing.assert_array_equal(no_fb, [EXACT, MISS])
+    # user 3 was not speculated: its live items get the ITEM level, its unknown item 99 misses
+    level, cluster = cache.levels(np.array([1, 1, 2, 3, 1, 3]),
+                                  np.array([10, 40, 20, 10, 99, 99]), fallback=True)
+    np.testing.assert_array_equal(level, [EXACT, CLUSTER, EXACT, ITEM, MISS, MISS])
+    np.testing.assert_array_equal(cluster, [0, 1, 0, 0, -1, -1])
+    no_fb, _ = cache.levels(np.array([1, 1, 3]), np.array([10, 40, 10]), fallback=False)
+    np.testing.assert_array_equal(no_fb, [EXACT, MISS, MISS])

@@ -4,7 +4,10 @@ A constructed interval: some logged pairs are in the cache (precomputed by the p
 others are not. The ranker's feature matrix must carry an embedding and hit=1 exactly for the
 precomputed pairs, zeros and hit=0 for the others, and each embedding must equal the FM's output
 for the user's history strictly before the interval start (fp16-rounded, as the cache stores
-it), even though the user keeps clicking inside the interval.
+it), even though the user keeps clicking inside the interval. With the fallback, a speculated
+user's other live items get the cluster level, an unspeculated user's live items the ITEM level
+(the item's prior: the FM with an empty history, whatever the user did), and items without a
+cluster stay misses.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.examples import build_examples  # noqa: E402
 from solaris_lib.model.network import FoundationNet  # noqa: E402
 from solaris_lib.model.online import FoundationEmbedder, History  # noqa: E402
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS, ServedCache  # noqa: E402
+from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, ServedCache  # noqa: E402
 from solaris_lib.transfer.config import TransferConfig  # noqa: E402
 from solaris_lib.transfer.fallback import ItemClusters  # noqa: E402
 from solaris_lib.transfer.features import interval_rows  # noqa: E402
@@ -63,7 +66,7 @@ def setup():
     chosen = [p for p in chosen if p[0] != 4]
     cu = np.array([u for u, _ in chosen], np.int64)
     ci = np.array([i for _, i in chosen], np.int64)
-    items = np.arange(100, 130, dtype=np.int64)
+    items = np.arange(100, 128, dtype=np.int64)  # 128 and 129 are unknown to the run
     clusters = ItemClusters(items, (items % 3).astype(np.int32), np.array([102, 100, 101]), 3)
     cache = ServedCache(INTERVAL, cu, ci, np.unique(cu), clusters, "heuristic")
     logits = np.zeros(examples.pairs)
@@ -114,13 +117,32 @@ def test_fallback_levels_and_cluster_embeddings(setup):
     fm, table, cache, chosen, rows = setup
     speculated_user = np.isin(rows.users, cache.users)
     precomputed = rows.exact_level == EXACT
-    np.testing.assert_array_equal(rows.fallback_level == CLUSTER, speculated_user & ~precomputed)
-    np.testing.assert_array_equal(rows.fallback_level == MISS, ~speculated_user)
-    assert (rows.users[rows.fallback_level == MISS] == 4).all()
+    live = rows.items < 128
+    np.testing.assert_array_equal(rows.fallback_level == CLUSTER,
+                                  speculated_user & ~precomputed & live)
+    np.testing.assert_array_equal(rows.fallback_level == ITEM, ~speculated_user & live)
+    np.testing.assert_array_equal(rows.fallback_level == MISS, ~precomputed & ~live)
+    assert (rows.users[rows.fallback_level == ITEM] == 4).all()
+    for level in (CLUSTER, ITEM, MISS):
+        assert (rows.fallback_level == level).any(), level
     x = dense_inputs(rows, "solaris_fallback")
     assert (x[rows.fallback_level == MISS, 2:2 + fm.dim] == 0).all()
+    onehot = x[:, 2 + fm.dim:]
+    assert onehot.shape[1] == 4 and (onehot.sum(1) == 1).all()
     for k in np.flatnonzero(rows.fallback_level == CLUSTER)[:10]:
         rep = int(cache.clusters.representatives[int(rows.items[k]) % 3])
         expected = _fm_before_start(fm, table, int(rows.users[k]), [rep])[0]
         np.testing.assert_allclose(rows.fallback_emb[k], expected, rtol=0, atol=2e-3)
     np.testing.assert_array_equal(rows.fallback_emb[precomputed], rows.exact_emb[precomputed])
+
+
+def test_item_level_is_the_fm_with_an_empty_history(setup):
+    fm, _, _, _, rows = setup
+    prior = np.flatnonzero(rows.fallback_level == ITEM)
+    empty = History.of([], [], [])
+    for k in prior[:10]:
+        expected = fm.embed_user(empty, [int(rows.items[k])], START).astype("<f2")
+        np.testing.assert_allclose(rows.fallback_emb[k], expected[0].astype(np.float32),
+                                   rtol=0, atol=2e-3)
+    same_item = rows.items[prior] == rows.items[prior[0]]
+    assert (rows.fallback_emb[prior][same_item] == rows.fallback_emb[prior[0]]).all()

@@ -17,12 +17,14 @@ def _report():
                             "solaris": {"logloss": 0.4, "auc": None},
                             "solaris_fallback": {"logloss": 0.5, "auc": 0.7}},
         "solaris_beats_distilled": True,
-        "coverage_by_level": {"exact": 0.8, "cluster": 0.15, "miss": 0.05},
-        "coverage": 0.8, "coverage_with_fallback": 0.95,
+        "coverage_by_level": {"exact": 0.8, "cluster": 0.15, "item": 0.03, "miss": 0.02},
+        "miss_by_cause": {"user_only": 0.04, "item_only": 0.01, "user_and_item": 0.0},
+        "coverage": 0.8, "coverage_with_fallback": 0.98,
         "staleness_p50_min": 170.0, "staleness_p99_min": 355.0,
         "exact_hit_auc": dict(zip(VARIANTS, (0.6, 0.6, 0.7, 0.7, 0.7), strict=True)),
+        "exact_hit_auc_delta": {"delta": -0.001, "low": -0.004, "high": 0.002, "rows": 3},
         "intervals": [{"interval": "K", "test": True, "pairs": 3, "users": 1, "scorer": "learned",
-                       "rows": 4, "exact": 2, "cluster": 1, "miss": 1}],
+                       "rows": 5, "exact": 2, "cluster": 1, "item": 1, "miss": 1}],
     }
 
 
@@ -30,8 +32,11 @@ def test_markdown_tables():
     md = markdown(_report())
     assert "| solaris | 0.26000 | 0.6600 | 0.400 | n/a |" in md
     assert "| plain | 0.30000 | 0.6000 | 0.000 | 0.000 |" in md
-    assert "| coverage with fallback | 0.9500 |" in md
-    assert "| K | test | 3 | 1 | learned | 4 | 2 | 1 | 1 |" in md
+    assert "| item | 0.0300 |" in md and "| coverage with fallback | 0.9800 |" in md
+    assert "user only unknown 0.0400, item only unknown 0.0100" in md
+    assert "| K | test | 3 | 1 | learned | 5 | 2 | 1 | 1 | 1 |" in md
+    assert "(solaris_fallback - solaris): -0.0010, 95 % paired bootstrap interval [-0.0040, " \
+        "+0.0020] over 3 rows." in md
 
 
 def test_write_outputs(tmp_path):

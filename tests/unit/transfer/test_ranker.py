@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 
 from solaris_lib.model import metrics  # noqa: E402
-from solaris_lib.transfer.cache import CLUSTER, EXACT, MISS  # noqa: E402
+from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS  # noqa: E402
 from solaris_lib.transfer.config import RankerConfig  # noqa: E402
 from solaris_lib.transfer.features import RankerRows  # noqa: E402
 from solaris_lib.transfer.ranker import dense_inputs, targets, train_ranker  # noqa: E402
@@ -23,7 +23,7 @@ def _rows(n: int, seed: int, hit_share: float = 0.8) -> RankerRows:
     score = 2.0 * emb[:, 0] - 3.0
     labels = (rng.random(n) < metrics.sigmoid(score)).astype(np.float32)
     hit = rng.random(n) < hit_share
-    level = np.where(hit, EXACT, np.where(rng.random(n) < 0.5, CLUSTER, MISS)).astype(np.int8)
+    level = np.where(hit, EXACT, rng.choice([CLUSTER, ITEM, MISS], n)).astype(np.int8)
     exact_emb = np.where(hit[:, None], emb, 0).astype(np.float32)
     fb_emb = np.where((level != MISS)[:, None], emb, 0).astype(np.float32)
     return RankerRows(
@@ -44,8 +44,9 @@ def test_dense_inputs_per_variant():
     np.testing.assert_array_equal(x[:, -1], rows.exact_level == EXACT)
     np.testing.assert_allclose(x[:, 0], np.log1p(rows.activity), rtol=1e-6)
     fb = dense_inputs(rows, "solaris_fallback")
-    assert fb.shape == (10, 2 + D + 3)
-    assert (fb[:, -3:].sum(1) == 1).all()
+    assert fb.shape == (10, 2 + D + 4)
+    for col, level in enumerate((EXACT, CLUSTER, ITEM, MISS)):  # the level one-hot, in order
+        np.testing.assert_array_equal(fb[:, 2 + D + col], rows.fallback_level == level)
     with pytest.raises(ValueError):
         dense_inputs(rows, "nope")
 
