@@ -5,6 +5,8 @@ All sources draw from the mined tables of one ``asof`` time (the end of the hist
 =============== ==================================================================================
 repeat          pairs the user was scored on in the lookback window (pair_stats)
 faiss           the user's nearest live items by ALS factor (see :mod:`faiss_index`)
+item_faiss      item-to-item: nearest live items (cosine of ALS item factors) to the user's
+                recent items, one query per user (see :mod:`recent`)
 cooccurrence    neighbours (shared users) of the user's most recent items
 popular         the most popular live items (decayed row count), offered to every known user
 miss            pairs the online client reported as misses (Redis stream, when present)
@@ -38,6 +40,7 @@ class Mined:
     cooccurrence: object
     user_factors: object = None
     item_factors: object = None
+    recent: object = None  # (recent-interest queries, unit item factors), see recent.py
 
 
 @dataclass
@@ -113,32 +116,47 @@ def cooccurrence_candidates(mined: Mined, live, per_user: int):
     )
 
 
-def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
-    """(candidates, kind, recall): nearest live items to each known user's ALS factor."""
+def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, source: str):
+    """(candidates, kind, recall): each user's ``faiss_count()`` nearest live ``items`` (inner
+    product of ``factor`` columns), tagged ``source`` with the score as ``v``."""
     import numpy as np
+    from pyspark.sql import functions as F
 
     from solaris_lib.speculation.faiss_index import build_index, search_users
 
-    if mined.user_factors is None or mined.item_factors is None:
-        log.info("no retrieval factors: the faiss source is skipped")
-        return None, None, None
-    items = mined.item_factors.join(live.select("item_id"), "item_id").orderBy("item_id")
-    frame = items.toPandas()
+    frame = items.join(live.select("item_id"), "item_id").orderBy("item_id").toPandas()
     if frame.empty:
         return None, None, None
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
-    users = mined.user_factors.join(mined.user_stats.select("user_id"), "user_id")
+    users = users.join(mined.user_stats.select("user_id"), "user_id")
     sample = users.orderBy("user_id").limit(500).toPandas()
     queries = np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
                         exact_threshold=config.exact_threshold, k=config.faiss_count(),
                         queries=queries, seed=config.seed)
     found = search_users(spark, users, built, config.faiss_count())
-    from pyspark.sql import functions as F
-
-    tagged = found.select("user_id", "item_id", F.lit("faiss").alias("source"),
+    tagged = found.select("user_id", "item_id", F.lit(source).alias("source"),
                           F.col("faiss_score").alias("v"))
     return tagged, built.kind, built.recall
+
+
+def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
+    """(candidates, kind, recall): nearest live items to each known user's ALS factor."""
+    if mined.user_factors is None or mined.item_factors is None:
+        log.info("no retrieval factors: the faiss source is skipped")
+        return None, None, None
+    return _nearest(spark, mined, live, config, mined.item_factors, mined.user_factors, "faiss")
+
+
+def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
+    """Nearest live items (cosine) to each known user's recent-interest query (recent.py)."""
+    from solaris_lib.speculation.recent import recent_queries, unit_items
+
+    queries = recent_queries(mined)
+    if queries is None:
+        log.info("no retrieval factors: the item_faiss source is skipped")
+        return None
+    return _nearest(spark, mined, live, config, unit_items(mined), queries, "item_faiss")[0]
 
 
 def miss_candidates(mined: Mined, misses, live):
@@ -169,6 +187,10 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
         found, kind, recall = faiss_candidates(spark, mined, live, config)
         if found is not None:
             parts.append(found)
+    if "item_faiss" in config.sources:
+        found = item_faiss_candidates(spark, mined, live, config)
+        if found is not None:
+            parts.append(found)
     if "miss" in config.sources and misses is not None:
         parts.append(miss_candidates(mined, misses, live))
     if not parts:
@@ -178,6 +200,7 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
     pivot = union.groupBy("user_id", "item_id").agg(
         F.sort_array(F.collect_set("source")).alias("sources"),
         F.max(F.when(F.col("source") == "faiss", F.col("v"))).alias("faiss_score"),
+        F.max(F.when(F.col("source") == "item_faiss", F.col("v"))).alias("item_faiss_score"),
         F.max(F.when(F.col("source") == "cooccurrence", F.col("v"))).alias("cooc_score"),
         F.max(F.when(F.col("source") == "miss", F.col("v"))).alias("miss_count"),
     )

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SOURCES = ("repeat", "faiss", "cooccurrence", "popular", "miss")
+SOURCES = ("repeat", "faiss", "item_faiss", "cooccurrence", "popular", "miss")
 
 
 class MineConfig(BaseModel):
@@ -51,7 +51,10 @@ class SpeculateConfig(BaseModel):
         None, ge=1, description="Most pairs kept in total (highest scores win); None: no cap."
     )
     sources: tuple[str, ...] = Field(SOURCES, description="Candidate sources to use.")
-    faiss_k: int = Field(0, ge=0, description="Nearest live items per user from FAISS; 0: budget.")
+    faiss_k: int = Field(
+        0, ge=0, description="Nearest live items per user from each FAISS source (faiss, "
+        "item_faiss); 0: budget."
+    )
     exact_threshold: int = Field(
         50_000, ge=1, description="Live catalogues up to this size use exact IndexFlatIP; above, IVF."
     )

@@ -16,7 +16,10 @@ p_pop            1 - exp(-decayed user requests * item share of requests): chanc
                  reaches this user's requests
 p_rep            1 - exp(-decayed pair count)
 als              ALS inner product of the pair's factors (0 without factors)
+recent_sim       the user's recent-interest query . the item's unit factor (:mod:`recent`; 0
+                 without factors)
 faiss            1 when FAISS retrieved the pair, else 0
+item_faiss       1 when the item-to-item FAISS source retrieved the pair, else 0
 cooc             log1p(co-occurrence score)
 miss             log1p(reported misses)
 ================ ==================================================================================
@@ -39,14 +42,16 @@ log = logging.getLogger(__name__)
 
 FEATURES = (
     "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
-    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "faiss", "cooc", "miss",
+    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "recent_sim", "faiss",
+    "item_faiss", "cooc", "miss",
 )
 
 
 def add_features(candidates, mined: Mined, with_als: bool = True):
     """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
 
-    ``with_als`` False skips the factor join (``als`` = 0), for runs that do not use it.
+    ``with_als`` False skips the factor joins (``als`` = ``recent_sim`` = 0), for runs that do
+    not use them.
     """
     from pyspark.sql import functions as F
 
@@ -63,7 +68,11 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
     df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
     df = df.join(F.broadcast(users), "user_id", "left")
-    df = (with_als_score(df, mined) if with_als else df.withColumn("als", F.lit(0.0))).fillna(0.0, subset=["pd", "ur", "idec", "als"])
+    if with_als:
+        df = with_recent_score(with_als_score(df, mined), mined)
+    else:
+        df = df.withColumn("als", F.lit(0.0)).withColumn("recent_sim", F.lit(0.0))
+    df = df.fillna(0.0, subset=["pd", "ur", "idec", "als", "recent_sim"])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -78,7 +87,9 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "p_pop": 1.0 - F.exp(-expected),
         "p_rep": 1.0 - F.exp(-F.col("pd")),
         "als": F.col("als"),
+        "recent_sim": F.col("recent_sim"),
         "faiss": F.col("faiss_score").isNotNull().cast("double"),
+        "item_faiss": F.col("item_faiss_score").isNotNull().cast("double"),
         "cooc": F.log1p(F.coalesce(F.col("cooc_score"), F.lit(0.0))),
         "miss": F.log1p(F.coalesce(F.col("miss_count"), F.lit(0.0))),
     }
@@ -87,18 +98,37 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     return df.withColumn("heuristic", heuristic_score())
 
 
+def _dot(df, users, items, name: str):
+    """Add ``name``: inner product of ``users.factor`` and ``items.factor`` (null when missing)."""
+    from pyspark.sql import functions as F
+
+    users = users.select("user_id", F.col("factor").alias("uf"))
+    items = items.select("item_id", F.col("factor").alias("vf"))
+    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
+    dot = F.aggregate(F.zip_with("uf", "vf", lambda x, y: x * y), F.lit(0.0),
+                      lambda acc, v: acc + v.cast("double"))
+    return joined.withColumn(name, dot).drop("uf", "vf")
+
+
 def with_als_score(df, mined: Mined):
     """Add ``als``: the inner product of the pair's ALS factors (null when either is missing)."""
     from pyspark.sql import functions as F
 
     if mined.user_factors is None or mined.item_factors is None:
         return df.withColumn("als", F.lit(0.0))
-    users = mined.user_factors.select("user_id", F.col("factor").alias("uf"))
-    items = mined.item_factors.select("item_id", F.col("factor").alias("vf"))
-    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
-    dot = F.aggregate(F.zip_with("uf", "vf", lambda x, y: x * y), F.lit(0.0),
-                      lambda acc, v: acc + v.cast("double"))
-    return joined.withColumn("als", dot).drop("uf", "vf")
+    return _dot(df, mined.user_factors, mined.item_factors, "als")
+
+
+def with_recent_score(df, mined: Mined):
+    """Add ``recent_sim``: the user's recent-interest query . the item's unit factor."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.speculation.recent import recent_queries, unit_items
+
+    queries = recent_queries(mined)
+    if queries is None:
+        return df.withColumn("recent_sim", F.lit(0.0))
+    return _dot(df, queries, unit_items(mined), "recent_sim")
 
 
 def heuristic_score():

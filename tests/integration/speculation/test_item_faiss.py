@@ -1,0 +1,96 @@
+"""The item_faiss source and the recent_sim feature against numpy computations on hand-built logs."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from solaris_lib.intervals import Interval
+from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.speculation.candidates import Mined, gather, item_faiss_candidates, live_items
+from solaris_lib.speculation.config import MineConfig, SpeculateConfig
+from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
+from solaris_lib.speculation.recent import recent_queries
+
+from .builders import T0, decay, row, write_logs
+
+pytestmark = pytest.mark.integration
+
+END = T0 + timedelta(hours=30)
+USERS, ITEMS, DIM, K = 5, 12, 4, 3
+CONFIG = SpeculateConfig(budget_per_user=2, faiss_k=K, sources=("item_faiss",),
+                         live_window=timedelta(days=3))
+
+
+def _rows():
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in range(60):
+        user, item = int(rng.integers(USERS)), 100 + int(rng.integers(ITEMS))
+        rows.append(row(f"r{n}", float(rng.uniform(0, 29)), user, item))
+    return rows
+
+
+def _factors():
+    rng = np.random.default_rng(12)
+    return {100 + i: rng.standard_normal(DIM).astype(np.float32) for i in range(ITEMS)}
+
+
+@pytest.fixture(scope="module")
+def mined(spark, tmp_path_factory):
+    rows = _rows()
+    root = write_logs(tmp_path_factory.mktemp("item-faiss-logs"), rows)
+    logs = read_window_spark(spark, str(root), Interval(T0, END))
+    factors = spark.createDataFrame([(i, [float(x) for x in v]) for i, v in _factors().items()],
+                                    "item_id long, factor array<float>")
+    users = spark.createDataFrame([(u, [1.0] * DIM) for u in range(USERS)],
+                                  "user_id long, factor array<float>")
+    return mined_in_memory(spark, logs, END, MineConfig(), (users, factors)), rows
+
+
+def _expected_queries(rows):
+    unit = {i: v / np.linalg.norm(v) for i, v in _factors().items()}
+    queries = {}
+    for r in rows:
+        w = decay(END, r["ts"], MineConfig().half_life.total_seconds())
+        queries[r["user_id"]] = queries.get(r["user_id"], 0.0) + w * unit[r["item_id"]]
+    return queries, unit
+
+
+def test_recent_query_is_the_decayed_sum_of_unit_item_factors(mined):
+    mined, rows = mined
+    expected, _ = _expected_queries(rows)
+    got = {r.user_id: np.array(r.factor) for r in recent_queries(mined).collect()}
+    assert set(got) == set(expected)
+    assert all(np.allclose(got[u], expected[u], atol=1e-4) for u in expected)
+
+
+def test_item_faiss_returns_each_users_nearest_live_items(spark, mined):
+    mined, rows = mined
+    expected, unit = _expected_queries(rows)
+    live = {r.item_id for r in live_items(mined, CONFIG).collect()}
+    found = item_faiss_candidates(spark, mined, live_items(mined, CONFIG), CONFIG).collect()
+    assert {r.source for r in found} == {"item_faiss"}
+    for user, query in expected.items():
+        scores = {i: float(query @ unit[i]) for i in live}
+        top = sorted(scores, key=lambda i: -scores[i])[:K]
+        got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
+        assert [r.item_id for r in got] == top
+        assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)
+
+
+def test_item_faiss_alone_is_tagged_within_budget_and_deterministic(spark, mined):
+    mined, _ = mined
+    runs = [sorted(tuple(r) for r in speculate_frames(spark, mined, CONFIG).pairs.collect())
+            for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0]
+    assert all(sources == ["item_faiss"] for _, _, _, sources in runs[0])
+    per_user = [u for u, *_ in runs[0]]
+    assert max(per_user.count(u) for u in set(per_user)) <= CONFIG.budget_per_user
+
+
+def test_without_factors_the_source_is_skipped(spark, mined):
+    mined, _ = mined
+    bare = Mined(mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
+                 mined.cooccurrence)
+    assert gather(spark, bare, CONFIG).pairs.count() == 0

@@ -1,0 +1,47 @@
+"""The miss source end to end: SolarisClient samples misses into a real Redis stream, speculation
+reads that stream and proposes the missed pairs of known users on live items."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from solaris_lib.client import SolarisClient
+from solaris_lib.intervals import Interval
+from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.speculation.config import MineConfig, SpeculateConfig
+from solaris_lib.speculation.misses import misses_frame, read_misses
+from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
+from tests.budgets import TEST_TIMEOUT_MS
+from tests.integration.cache.test_client import V1, put_version, wait_for
+
+from .builders import T0, row, write_logs
+
+pytestmark = pytest.mark.integration
+
+END = T0 + timedelta(hours=10)
+
+
+def test_client_misses_become_miss_candidates(spark, redis_url, key_prefix, tmp_path):
+    import redis
+
+    rows = [row(f"r{n}", n, user, item) for n, (user, item) in enumerate(
+        [(7, 1), (7, 5), (8, 6), (8, 9), (7, 9), (8, 1)])]
+    logs = read_window_spark(spark, str(write_logs(tmp_path, rows)), Interval(T0, END))
+    mined = mined_in_memory(spark, logs, END, MineConfig())
+    client_r = redis.Redis.from_url(redis_url)
+    put_version(client_r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
+    client_r.close()
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS,
+                                miss_sample_rate=1.0, miss_stream_maxlen=100) as client:
+        client.lookup(7, [1, 5, 6])  # misses 5 and 6
+        client.lookup(99, [5])  # a user speculation has never seen
+        client.lookup(8, [404])  # an item that is not live
+        wait_for(lambda: client.stats().misses_written == 3)
+    now = datetime.fromtimestamp(time.time(), tz=UTC)
+    read = read_misses(redis_url, key_prefix, Interval(now - timedelta(hours=1), now))
+    assert read == [(7, 5), (7, 6), (8, 404), (99, 5)]
+    config = SpeculateConfig(budget_per_user=10, sources=("miss",), live_window=timedelta(days=1))
+    got = speculate_frames(spark, mined, config, misses=misses_frame(spark, read)).pairs.collect()
+    assert sorted((r.user_id, r.item_id, tuple(r.sources)) for r in got) == [
+        (7, 5, ("miss",)), (7, 6, ("miss",))]
