@@ -152,7 +152,7 @@ def print_table(rows: list[dict]) -> None:
 def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
     from pyspark.sql import functions as F
 
-    from solaris_lib.client import Level, SolarisClient
+    from solaris_lib.client import SolarisClient
 
     banner("5. live lookup through the client (what the online ranker calls)")
     layout = DataLayout.from_settings(settings)
@@ -167,11 +167,21 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
         micros = (time.perf_counter() - started) * 1e6
         print(f"client.lookup(user_id={user['user_id']}, {len(items)} items) -> version "
               f"{client.version}, model {client.model_version}, {micros:.0f} us")
+        _print_rows(items, result)
+        newcomer = 99_999_999  # a user no speculation run has seen
+        print(f"client.lookup(user_id={newcomer}, {len(items[:3])} items): a user never speculated")
+        _print_rows(items[:3], client.lookup(newcomer, items[:3]))
+    print("(EXACT: the pair was precomputed; CLUSTER: the user's embedding for the item's "
+          "cluster; ITEM: the item's prior, the model with an empty history; MISS: the "
+          "fallback vector)")
+
+
+def _print_rows(items: list[int], result) -> None:
+    from solaris_lib.client import Level
+
     for item, level, row in zip(items, result.level, result.embeddings, strict=True):
         print(f"  item {item:>9}: {Level(int(level)).name:<7} "
               f"[{', '.join(f'{x:+.3f}' for x in row[:4])}, ...] ({row.shape[0]} dims)")
-    print("(EXACT: the pair was precomputed; CLUSTER: the user's embedding for the item's "
-          "cluster; MISS: the fallback vector)")
 
 
 def _unspeculated_items(spark, layout: DataLayout, interval: Interval, taken: list[int],
