@@ -107,16 +107,13 @@ def pack_item_clusters(item_ids: np.ndarray, cluster_ids: np.ndarray,
     followed by ``m`` little-endian int32 cluster ids (``12 * m`` bytes). An empty table is one
     empty chunk.
     """
-    items = np.asarray(item_ids, dtype="<i8")
     clusters = np.asarray(cluster_ids, dtype="<i4")
-    if items.shape != clusters.shape or items.ndim != 1:
-        raise CacheFormatError(f"item and cluster ids differ in shape: {items.shape}, "
+    if np.shape(item_ids) != clusters.shape or clusters.ndim != 1:
+        raise CacheFormatError(f"item and cluster ids differ in shape: {np.shape(item_ids)}, "
                                f"{clusters.shape}")
-    if len(items) and (items[0] < 0 or (np.diff(items) <= 0).any() or clusters.min() < 0):
+    if len(clusters) and clusters.min() < 0:
         raise CacheFormatError("item ids must be strictly increasing and ids non-negative")
-    starts = range(0, max(len(items), 1), chunk_items)
-    return [items[s : s + chunk_items].tobytes() + clusters[s : s + chunk_items].tobytes()
-            for s in starts]
+    return _pack_id_table(item_ids, clusters.view(np.uint8).reshape(-1, 4), chunk_items)
 
 
 def unpack_item_clusters(chunks: Sequence[bytes | None], items: int
@@ -124,20 +121,9 @@ def unpack_item_clusters(chunks: Sequence[bytes | None], items: int
     """``(item_ids (n,) int64, cluster_ids (n,) int32)`` from the chunk values, in order;
     a missing chunk, a wrong length, unsorted ids or a count other than ``items`` raise
     :class:`CacheFormatError`."""
-    ids, clusters = [], []
-    for index, chunk in enumerate(chunks):
-        if chunk is None or len(chunk) % ITEM_CLUSTER_RECORD:
-            raise CacheFormatError(f"item-cluster chunk {index} is missing or malformed")
-        m = len(chunk) // ITEM_CLUSTER_RECORD
-        ids.append(np.frombuffer(chunk, dtype="<i8", count=m).astype(np.int64))
-        clusters.append(np.frombuffer(chunk, dtype="<i4", offset=8 * m).astype(np.int32))
-    item_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-    cluster_ids = np.concatenate(clusters) if clusters else np.zeros(0, np.int32)
-    if len(item_ids) != items:
-        raise CacheFormatError(f"item-cluster table holds {len(item_ids)} items, the manifest "
-                               f"says {items}")
-    if len(item_ids) and ((np.diff(item_ids) <= 0).any() or item_ids[0] < 0
-                          or cluster_ids.min() < 0):
+    item_ids, data = _unpack_id_table(chunks, items, ITEM_CLUSTER_RECORD - 8, "item-cluster")
+    cluster_ids = data.view("<i4").reshape(-1).astype(np.int32)
+    if len(cluster_ids) and cluster_ids.min() < 0:
         raise CacheFormatError("item-cluster table is not sorted by item id or has negatives")
     return item_ids, cluster_ids
 
@@ -157,6 +143,20 @@ def pack_item_priors(item_ids: np.ndarray, values: np.ndarray,
     ``m`` values in the same order (``m * (8 + value_bytes)`` bytes). An empty table is one
     empty chunk.
     """
+    return _pack_id_table(item_ids, values, chunk_items)
+
+
+def unpack_item_priors(chunks: Sequence[bytes | None], items: int, value_bytes: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """``(item_ids (n,) int64, values (n, value_bytes) uint8)`` from the chunk values, in order;
+    a missing chunk, a wrong length, unsorted ids or a count other than ``items`` raise
+    :class:`CacheFormatError`."""
+    return _unpack_id_table(chunks, items, value_bytes, "item-prior")
+
+
+def _pack_id_table(item_ids: np.ndarray, values: np.ndarray, chunk_items: int) -> list[bytes]:
+    """Chunks of an item-keyed table: per chunk, ``m`` little-endian int64 ids, then the ``m``
+    rows of ``values`` (n, record) uint8 in the same order; an empty table is one empty chunk."""
     items = np.asarray(item_ids, dtype="<i8")
     data = np.ascontiguousarray(values, dtype=np.uint8)
     if items.ndim != 1 or data.ndim != 2 or len(data) != len(items):
@@ -168,26 +168,25 @@ def pack_item_priors(item_ids: np.ndarray, values: np.ndarray,
             for s in starts]
 
 
-def unpack_item_priors(chunks: Sequence[bytes | None], items: int, value_bytes: int
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """``(item_ids (n,) int64, values (n, value_bytes) uint8)`` from the chunk values, in order;
-    a missing chunk, a wrong length, unsorted ids or a count other than ``items`` raise
-    :class:`CacheFormatError`."""
+def _unpack_id_table(chunks: Sequence[bytes | None], items: int, value_bytes: int, what: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`_pack_id_table`: ``(item_ids (n,) int64, values (n, value_bytes)
+    uint8)``; ``what`` names the table in the :class:`CacheFormatError` messages."""
     record = 8 + value_bytes
     ids, values = [], []
     for index, chunk in enumerate(chunks):
         if chunk is None or len(chunk) % record:
-            raise CacheFormatError(f"item-prior chunk {index} is missing or malformed")
+            raise CacheFormatError(f"{what} chunk {index} is missing or malformed")
         m = len(chunk) // record
         ids.append(np.frombuffer(chunk, dtype="<i8", count=m).astype(np.int64))
         values.append(np.frombuffer(chunk, dtype=np.uint8, offset=8 * m).reshape(m, value_bytes))
     item_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
     data = np.concatenate(values) if values else np.zeros((0, value_bytes), np.uint8)
     if len(item_ids) != items:
-        raise CacheFormatError(f"item-prior table holds {len(item_ids)} items, the manifest "
+        raise CacheFormatError(f"{what} table holds {len(item_ids)} items, the manifest "
                                f"says {items}")
     if len(item_ids) and ((np.diff(item_ids) <= 0).any() or item_ids[0] < 0):
-        raise CacheFormatError("item-prior table is not sorted by item id or has negatives")
+        raise CacheFormatError(f"{what} table is not sorted by item id or has negatives")
     return item_ids, data
 
 
