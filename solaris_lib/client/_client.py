@@ -325,31 +325,28 @@ class SolarisClient:
                  manifest.dim)
 
     def _item_clusters(self, manifest: Manifest) -> ItemClusters | None:
-        """The version's item -> cluster table (None without a fallback level). A missing or
-        malformed table serves the version without the level (counted, logged); an I/O error
-        raises, so the switch is retried at the next refresh."""
+        """The version's item -> cluster table (None without the CLUSTER level)."""
         if not manifest.has_clusters:
             return None
-        try:
-            return load_item_clusters(self._router, self._options.key_prefix, manifest,
-                                      self._options.background_timeout_ms / 1000.0)
-        except CacheFormatError as exc:
-            self._counters.add(cluster_table_errors=1)
-            log.warning("version %s served without its cluster level: %s", manifest.version,
-                        exc)
-            return None
+        return self._fallback_table(load_item_clusters, manifest, "cluster")
 
     def _item_priors(self, manifest: Manifest) -> ItemPriors | None:
-        """The version's item-prior table (None without the ITEM level); a missing or malformed
-        table serves the version without it (counted, logged), an I/O error raises."""
+        """The version's item-prior table (None without the ITEM level)."""
         if not manifest.has_priors:
             return None
+        return self._fallback_table(load_item_priors, manifest, "item")
+
+    def _fallback_table(self, load, manifest: Manifest, level: str):
+        """``load``'s table of ``manifest``. A missing or malformed table serves the version
+        without that level (counted, logged); an I/O error raises, so the switch is retried at
+        the next refresh."""
         try:
-            return load_item_priors(self._router, self._options.key_prefix, manifest,
-                                    self._options.background_timeout_ms / 1000.0)
+            return load(self._router, self._options.key_prefix, manifest,
+                        self._options.background_timeout_ms / 1000.0)
         except CacheFormatError as exc:
             self._counters.add(cluster_table_errors=1)
-            log.warning("version %s served without its item level: %s", manifest.version, exc)
+            log.warning("version %s served without its %s level: %s", manifest.version, level,
+                        exc)
             return None
 
     def _write_misses(self, entries: list) -> None:

@@ -81,19 +81,27 @@ class ItemPriors:
         return len(rows)
 
 
-def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
-                       ) -> ItemClusters:
-    """GET every chunk of ``manifest``'s table (``budget_s`` each). An I/O failure raises
-    :class:`CacheError`; a missing or malformed table :class:`CacheFormatError`."""
+def get_chunks(router, keys: list[str], budget_s: float) -> list[bytes | None]:
+    """GET each key (``budget_s`` each, in order); an error reply raises
+    :class:`CacheProtocolError`, an I/O failure :class:`CacheError`."""
     chunks = []
-    for index in range(manifest.item_cluster_chunks):
-        key = item_clusters_key(prefix, manifest.version, index)
+    for key in keys:
         reply = router.execute(hash_tag(key), pack_command("GET", key), 1,
                                time.perf_counter() + budget_s)[0]
         if isinstance(reply, ReplyError):
             raise CacheProtocolError(f"GET {key} answered {reply}")
         chunks.append(reply)
-    item_ids, cluster_ids = unpack_item_clusters(chunks, manifest.item_clusters)
+    return chunks
+
+
+def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
+                       ) -> ItemClusters:
+    """GET every chunk of ``manifest``'s table (``budget_s`` each). An I/O failure raises
+    :class:`CacheError`; a missing or malformed table :class:`CacheFormatError`."""
+    keys = [item_clusters_key(prefix, manifest.version, k)
+            for k in range(manifest.item_cluster_chunks)]
+    item_ids, cluster_ids = unpack_item_clusters(get_chunks(router, keys, budget_s),
+                                                 manifest.item_clusters)
     log.info("version %s: item -> cluster table of %d items in %d clusters loaded",
              manifest.version, len(item_ids), manifest.clusters)
     item_ids.flags.writeable = cluster_ids.flags.writeable = False  # shared by lookups
@@ -104,15 +112,10 @@ def load_item_priors(router, prefix: str, manifest: Manifest, budget_s: float) -
     """GET every chunk of ``manifest``'s item-prior table (``budget_s`` each) and decode it
     (fp16 values of ``manifest.dim``). An I/O failure raises :class:`CacheError`; a missing or
     malformed table :class:`CacheFormatError`."""
-    chunks = []
-    for index in range(manifest.item_prior_chunks):
-        key = item_priors_key(prefix, manifest.version, index)
-        reply = router.execute(hash_tag(key), pack_command("GET", key), 1,
-                               time.perf_counter() + budget_s)[0]
-        if isinstance(reply, ReplyError):
-            raise CacheProtocolError(f"GET {key} answered {reply}")
-        chunks.append(reply)
-    item_ids, values = unpack_item_priors(chunks, manifest.item_priors, 2 * manifest.dim)
+    keys = [item_priors_key(prefix, manifest.version, k)
+            for k in range(manifest.item_prior_chunks)]
+    item_ids, values = unpack_item_priors(get_chunks(router, keys, budget_s),
+                                          manifest.item_priors, 2 * manifest.dim)
     embeddings = np.ascontiguousarray(values).view("<f2").astype(np.float32)
     log.info("version %s: %d item priors loaded", manifest.version, len(item_ids))
     item_ids.flags.writeable = embeddings.flags.writeable = False
