@@ -24,6 +24,7 @@ from solaris_lib.model.online import FoundationEmbedder  # noqa: E402
 from solaris_lib.model.train import TrainRequest, run_training  # noqa: E402
 from solaris_lib.storage import is_complete, list_files  # noqa: E402
 from tests.integration.model.conftest import INFER, UNKNOWN_USER, WINDOW  # noqa: E402
+from tests.nan_model import write_nan_copy  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -79,13 +80,7 @@ def test_embeddings_partition(spark, served):
 
 def test_nan_model_writes_nothing(spark, served):
     settings, *_ = served
-    root = f"{settings.models_root}/foundation"
-    serving = artefact.serving_version(root)
-    cfg, state = artefact.load_state(artefact.version_dir(root, serving))
-    state = {k: v.clone() for k, v in state.items()}
-    state["out.weight"].fill_(float("nan"))
-    state["head.3.weight"].fill_(float("nan"))
-    artefact.write_version(root, "nan-model", state, cfg, {}, {})
+    write_nan_copy(f"{settings.models_root}/foundation", "nan-model")
     out_path = DataLayout.from_settings(settings).output(EMBEDDINGS, INFER)
     before = _read(out_path) if is_complete(out_path) else None
     with pytest.raises(NonFiniteOutputError, match="NaN or infinite") as caught:

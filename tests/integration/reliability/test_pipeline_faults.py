@@ -39,6 +39,7 @@ from solaris_lib.storage import is_complete, list_files
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.conftest import FIRST, ROOT, run_dag
 from tests.integration.orchestration.test_precompute_dag import published_content
+from tests.nan_model import write_nan_copy
 
 pytestmark = pytest.mark.integration
 DAG_ID = "solaris_precompute"
@@ -323,12 +324,7 @@ def promote_nan_model(model_root: str) -> str:
     (what a bad promotion does); returns the version it replaced."""
     from solaris_lib.model import artefact
 
-    good = artefact.serving_version(model_root)
-    cfg, state = artefact.load_state(artefact.version_dir(model_root, good))
-    state = {k: v.clone() for k, v in state.items()}
-    state["out.weight"].fill_(float("nan"))
-    state["head.3.weight"].fill_(float("nan"))
-    artefact.write_version(model_root, "nan-test", state, cfg, {}, {})
+    good = write_nan_copy(model_root, "nan-test")
     artefact.set_serving(model_root, "nan-test")
     return good
 
