@@ -65,17 +65,11 @@ def fresh_namespace(settings: SolarisSettings) -> None:
     """Empty the demo's own cache namespace (``SOLARIS_REDIS_KEY_PREFIX``, ``solaris-demo`` by
     default) before a new world: a previous demo's alias names a later interval and would
     rightly refuse to move back to this world's. Only keys under that prefix are deleted."""
-    import redis
+    from solaris_lib.devtools.redis_server import delete_matching
 
-    client = redis.Redis.from_url(settings.redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{settings.redis_key_prefix}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start:start + 500])
-    finally:
-        client.close()
-    print(f"cache namespace {settings.redis_key_prefix!r}: {len(keys):,} keys of an earlier demo "
-          "removed" if keys else f"cache namespace {settings.redis_key_prefix!r} is empty")
+    removed = delete_matching(settings.redis_url, f"{settings.redis_key_prefix}:*")
+    print(f"cache namespace {settings.redis_key_prefix!r}: {removed:,} keys of an earlier demo "
+          "removed" if removed else f"cache namespace {settings.redis_key_prefix!r} is empty")
 
 
 def airflow_services(settings: SolarisSettings):

@@ -49,17 +49,11 @@ def redis_url():
 @pytest.fixture
 def key_prefix(redis_url):
     """A unique key prefix for one test; every key under it is deleted afterwards (never FLUSH)."""
-    import redis
+    from solaris_lib.devtools.redis_server import delete_matching
 
     prefix = f"solaris-test-{uuid.uuid4().hex[:10]}"
     yield prefix
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-    finally:
-        client.close()
+    delete_matching(redis_url, f"*{prefix}*")
 
 
 @pytest.fixture(scope="session")
