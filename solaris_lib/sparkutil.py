@@ -63,3 +63,16 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def exact_sum(column):
+    """Aggregate column: the sum of a double ``column`` over a group, as a double, independent
+    of the order Spark adds the rows in.
+
+    Each value is rounded to 18 decimals and summed as DECIMAL(38, 18), which is exact (up to
+    1e20 in magnitude); a float sum differs in its last bits between two runs of one interval,
+    which is enough to reorder tied candidates and change what a rerun writes.
+    """
+    from pyspark.sql import functions as F
+
+    return F.sum(column.cast("decimal(38,18)")).cast("double")

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from solaris_lib.sparkutil import exact_sum
 from solaris_lib.speculation.config import SpeculateConfig
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def cooccurrence_candidates(mined: Mined, live, per_user: int):
         live.select(F.col("item_id").alias("neighbor_id")), "neighbor_id"
     )
     scored = neighbours.groupBy("user_id", "neighbor_id").agg(
-        F.sum(F.col("users") * F.col("w")).alias("v")
+        exact_sum(F.col("users") * F.col("w")).alias("v")
     )
     best = Window.partitionBy("user_id").orderBy(F.col("v").desc(), "neighbor_id")
     return (

@@ -22,6 +22,7 @@ import logging
 import math
 from datetime import datetime
 
+from solaris_lib.sparkutil import exact_sum
 from solaris_lib.speculation.config import MineConfig
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,10 @@ def decay_weight(end: datetime, half_life_s: float):
 def decayed_sum(end: datetime, half_life_s: float):
     """Aggregate column: the sum of :func:`decay_weight` over a group, as a double.
 
-    Each weight is rounded to 18 decimals and summed as DECIMAL(38, 18), which is exact: the
-    result does not depend on the order Spark adds the rows in (a float sum does, in its last
-    bits, so two runs of one interval wrote different bytes).
+    Summed exactly (:func:`solaris_lib.sparkutil.exact_sum`): a float sum differs in its last
+    bits between runs, so two runs of one interval wrote different bytes.
     """
-    from pyspark.sql import functions as F
-
-    return F.sum(decay_weight(end, half_life_s).cast("decimal(38,18)")).cast("double")
+    return exact_sum(decay_weight(end, half_life_s))
 
 
 def has_positions(logs) -> bool:

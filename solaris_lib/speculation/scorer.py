@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 
+from solaris_lib.sparkutil import exact_sum
 from solaris_lib.speculation.candidates import Mined
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     from pyspark.sql import functions as F
 
     t = float(mined.asof.timestamp())
-    total_requests = mined.user_stats.agg(F.sum("decayed_requests")).first()[0] or 1.0
+    total_requests = mined.user_stats.agg(exact_sum(F.col("decayed_requests"))).first()[0] or 1.0
     pairs = mined.pair_stats.select(
         "user_id", "item_id", "times_scored", "clicks", F.col("decayed").alias("pd"),
         F.col("last_seen").cast("double").alias("pl"),
