@@ -1,11 +1,11 @@
 """The user's recent interest in ALS item space: the query of the ``item_faiss`` source.
 
-``query(u) = sum_i decayed(u, i) * unit(v_i)`` over the items ``i`` the user was scored on in the
-lookback window (``decayed``: the pair's time-decayed count, half-life ``MineConfig.half_life``;
-``unit(v_i)``: item i's ALS factor scaled to unit L2 norm). The inner product
-``query(u) . unit(v_j)`` is the recency-weighted sum of item j's cosine similarities to the user's
-items (item-to-item neighbours of the user's recent items, searched with one FAISS query per
-user). It follows a drifting interest faster than the user's ALS factor, which weighs the whole
+``query(u) = sum_i decayed(u, i) * unit(v_i) / sum_i decayed(u, i)`` over the items ``i`` the user
+was scored on in the lookback window (``decayed``: the pair's time-decayed count, half-life
+``MineConfig.half_life``; ``unit(v_i)``: item i's ALS factor scaled to unit L2 norm). The inner
+product ``query(u) . unit(v_j)`` is the recency-weighted mean of item j's cosine similarities to
+the user's items, in [-1, 1] whatever the user's activity (item-to-item neighbours of the user's
+recent items, searched with one FAISS query per user; the positive scale does not change them). It follows a drifting interest faster than the user's ALS factor, which weighs the whole
 window alike.
 """
 
@@ -25,13 +25,15 @@ def unit_item_factors(item_factors):
 
 
 def _sum_of_user(frame):
-    """applyInPandas per user: the decayed-weighted sum of unit factors (summed in item order)."""
+    """applyInPandas per user: the decayed-weighted mean of unit factors (summed in item order;
+    a user whose weights sum to 0 gets the zero vector)."""
     import numpy as np
     import pandas as pd
 
     frame = frame.sort_values("item_id", kind="stable")
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float64)
-    query = (vectors * frame["decayed"].to_numpy(np.float64)[:, None]).sum(axis=0)
+    weights = frame["decayed"].to_numpy(np.float64)
+    query = (vectors * weights[:, None]).sum(axis=0) / max(weights.sum(), 1e-12)
     return pd.DataFrame({"user_id": frame["user_id"].to_numpy(np.int64)[:1],
                          "factor": [query.astype(np.float32)]})
 

@@ -50,14 +50,15 @@ def mined(spark, tmp_path_factory):
 
 def _expected_queries(rows):
     unit = {i: v / np.linalg.norm(v) for i, v in _factors().items()}
-    queries = {}
+    sums, weights = {}, {}
     for r in rows:
         w = decay(END, r["ts"], MineConfig().half_life.total_seconds())
-        queries[r["user_id"]] = queries.get(r["user_id"], 0.0) + w * unit[r["item_id"]]
-    return queries, unit
+        sums[r["user_id"]] = sums.get(r["user_id"], 0.0) + w * unit[r["item_id"]]
+        weights[r["user_id"]] = weights.get(r["user_id"], 0.0) + w
+    return {u: sums[u] / weights[u] for u in sums}, unit
 
 
-def test_recent_query_is_the_decayed_sum_of_unit_item_factors(mined):
+def test_recent_query_is_the_decayed_mean_of_unit_item_factors(mined):
     mined, rows = mined
     expected, _ = _expected_queries(rows)
     got = {r.user_id: np.array(r.factor) for r in recent_queries(mined).collect()}
