@@ -73,3 +73,11 @@ def spark_schema(with_eval: bool = False):
     if with_eval:
         fields.append(T.StructField("p_click", T.FloatType(), True))
     return T.StructType(fields)
+
+
+def timestamps_us(column):
+    """(n,) int64 microseconds since the epoch of a timestamp column (any unit, UTC)."""
+    import pyarrow.compute as pc
+
+    return pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy(
+        zero_copy_only=False)

@@ -18,13 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from solaris_lib.logs.schema import timestamps_us
+
 CLICK_UNKNOWN = 2
-
-
-def _ts_us(column) -> np.ndarray:
-    """A timestamp column (any unit, UTC) as int64 microseconds."""
-    return pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy(
-        zero_copy_only=False)
 
 
 def _click_codes(column) -> np.ndarray:
@@ -65,7 +61,7 @@ class EventLists:
         clicks = (_click_codes(table.column("clicked")) if "clicked" in table.column_names
                   else np.full(len(table), CLICK_UNKNOWN, np.int8))
         return cls.from_events(table.column("user_id").to_numpy(), table.column("item_id").to_numpy(),
-                               _ts_us(table.column("ts")), clicks)
+                               timestamps_us(table.column("ts")), clicks)
 
     @classmethod
     def from_user_history(cls, table: pa.Table) -> EventLists:
@@ -75,8 +71,8 @@ class EventLists:
         """
         lengths = pc.list_value_length(table.column("item_ids")).to_numpy(zero_copy_only=False)
         users = np.repeat(table.column("user_id").to_numpy(), np.nan_to_num(lengths).astype(int))
-        ts = _ts_us(pc.list_flatten(table.column("ts")))
-        asof = np.repeat(_ts_us(table.column("asof")), np.nan_to_num(lengths).astype(int))
+        ts = timestamps_us(pc.list_flatten(table.column("ts")))
+        asof = np.repeat(timestamps_us(table.column("asof")), np.nan_to_num(lengths).astype(int))
         items = pc.list_flatten(table.column("item_ids")).to_numpy(zero_copy_only=False)
         clicks = _click_codes(pc.list_flatten(table.column("clicked")))
         keep = ts < asof
@@ -214,7 +210,7 @@ def build_examples(table: pa.Table) -> Examples:
     codes = pc.dictionary_encode(labeled.column("request_id")).combine_chunks().indices
     code = codes.to_numpy(zero_copy_only=False).astype(np.int64)
     users = labeled.column("user_id").to_numpy()
-    ts = _ts_us(labeled.column("ts"))
+    ts = timestamps_us(labeled.column("ts"))
     items = labeled.column("item_id").to_numpy()
     labels = labeled.column("clicked").to_numpy(zero_copy_only=False).astype(np.float32)
     order = np.lexsort((labels, items, code, users, ts))

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from solaris_lib.logs.schema import timestamps_us
 from solaris_lib.simulate.world import WORLD_DIRNAME
 
 US_PER_HOUR = 3_600_000_000
@@ -50,10 +51,6 @@ def _read(logs_root: str) -> pa.Table:
                          ignore_prefixes=[".", "_"])
     wanted = ["request_id", "ts", "user_id", "item_id", "position", "clicked"]
     return dataset.to_table(columns=[c for c in wanted if c in dataset.schema.names])
-
-
-def _ts_us(table: pa.Table) -> np.ndarray:
-    return table.column("ts").cast(pa.int64()).to_numpy()
 
 
 def activity_stats(user: np.ndarray, request: np.ndarray, days: int) -> tuple[float, float]:
@@ -107,7 +104,7 @@ def related_click_lift(table: pa.Table, category_of: dict[int, int]) -> float | 
     if shown.num_rows == 0:
         return None
     user = shown.column("user_id").to_numpy()
-    ts = _ts_us(shown)
+    ts = timestamps_us(shown.column("ts"))
     cat = np.array([category_of.get(int(i), -1) for i in shown.column("item_id").to_numpy()])
     click = shown.column("clicked").to_numpy(zero_copy_only=False).astype(bool)
     order = np.lexsort((ts, cat, user))
@@ -132,7 +129,7 @@ def summarize(logs_root: str) -> WorldSummary:
     table = _read(logs_root)
     user = table.column("user_id").to_numpy()
     item = table.column("item_id").to_numpy()
-    ts = _ts_us(table)
+    ts = timestamps_us(table.column("ts"))
     t0 = int(ts.min()) // US_PER_DAY * US_PER_DAY
     day = (ts - t0) // US_PER_DAY
     days = int(day.max()) + 1

@@ -20,6 +20,7 @@ import numpy as np
 
 from solaris_lib.errors import ConfigError, EmptyInputError
 from solaris_lib.intervals import Interval
+from solaris_lib.logs.schema import timestamps_us
 from solaris_lib.model import metrics
 from solaris_lib.transfer.bootstrap import paired_auc_delta
 from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, Speculator
@@ -105,14 +106,13 @@ class Collected:
 def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
                  config: TransferConfig) -> Collected:
     """Ranker rows of every interval of ``[split, end)`` with their served features."""
-    from solaris_lib.model.examples import _ts_us
     from solaris_lib.model.train import predict
 
     period = examples.select(examples.ts_us >= int(periods.split.timestamp() * 1e6))
     fm_logits = predict(fm.net, period, fm.cfg.max_history)
     log_users = table.column("user_id").to_numpy()
     log_items = table.column("item_id").to_numpy()
-    log_ts = _ts_us(table.column("ts"))
+    log_ts = timestamps_us(table.column("ts"))
     speculator = Speculator(spark, logs_root, config, periods.split - config.interval)
     parts: dict[bool, list[RankerRows]] = {False: [], True: []}
     facts = []
