@@ -191,11 +191,15 @@ class SolarisClient:
 
     def _miss_all(self, items: np.ndarray, started: float, error: str,
                   served: _Served | None = None, **counts: int) -> LookupResult:
+        """Every row a miss (``error`` says why); rows whose item has a prior in memory (the
+        served version's ITEM level) still get it: no round trip is needed for those."""
         dim = served.codec.dim if served else (self._options.expected_dim or 0)
         result = all_misses(len(items), dim, self._fallback, served and served.version,
                             served and served.model_version, error)
         if error == "no_version":
             counts["no_version"] = 1
+        if served is not None and served.priors is not None:
+            counts["item_hits"] = served.priors.fill(items, result.embeddings, result.level)
         self._counters.record_lookup(len(items), 0, (time.perf_counter() - started) * 1e6,
                                      **counts)
         return result

@@ -21,9 +21,10 @@ class LookupResult:
     embedding for an empty history; versions with the ITEM level); ``MISS`` otherwise (the row
     holds the fallback vector). ``version`` and
     ``model_version`` name the cache version and the model that produced every hit row (one
-    version per lookup, never a mix); None before any version is known. ``error`` says why every
-    row is a miss when the call did not reach the cache: ``"timeout"``, ``"connection"``,
-    ``"server"``, ``"circuit_open"``, ``"no_version"`` or ``"closed"``; None otherwise.
+    version per lookup, never a mix); None before any version is known. ``error`` says why no
+    row is exact when the call did not reach the cache: ``"timeout"``, ``"connection"``,
+    ``"server"``, ``"circuit_open"``, ``"no_version"`` or ``"closed"``; None otherwise (rows
+    whose item has a prior held in memory still get it, with level ``ITEM``).
     """
 
     embeddings: np.ndarray

@@ -291,9 +291,19 @@ def test_item_priors_serve_the_item_level_without_a_round_trip(spark, settings_f
                 counts[level] += 1
         commands = {k: v["calls"] for k, v in r.info("commandstats").items()}
         stats = client.stats()
+        server.stop(hard=True)  # a dead cache: the priors are in memory, so they still answer
+        down = client.lookup(USERS[0], [*ITEMS, 10**12])
+        after = client.stats()
     commands.pop("cmdstat_info", None)
     commands.pop("cmdstat_config|resetstat", None)
     assert commands == {"cmdstat_hmget": len(USERS) + 1}  # the ITEM level costs no network
     assert all(counts.values()), counts
     assert (stats.item_hits, stats.cluster_hits, stats.hits) == (
         counts[Level.ITEM], counts[Level.CLUSTER], counts[Level.EXACT])
+    assert down.error == "connection" and not down.hit.any()
+    for row, item in enumerate([*ITEMS, 10**12]):
+        want = (Level.ITEM, vector(-1, item)) if item in PRIORS else (Level.MISS, [0.5] * DIM)
+        assert down.level[row] == want[0], item
+        assert np.array_equal(down.embeddings[row], np.asarray(want[1], np.float32)), item
+    assert after.item_hits - stats.item_hits == sum(i in PRIORS for i in ITEMS)
+    assert after.connection_errors == stats.connection_errors + 1
