@@ -48,11 +48,33 @@ def run_dag(dag_id: str, run_after: datetime):
     return run
 
 
+def published_content(url: str, prefix: str, version: str) -> dict[bytes, dict]:
+    """Every key of one cache version under ``prefix`` with its hash or string value (other
+    sessions on the same Redis may publish the same version id under their own prefix)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    content = {}
+    for key in client.scan_iter(match=f"{prefix}:*{version}*", count=1000):
+        kind = client.type(key)
+        content[key] = client.hgetall(key) if kind == b"hash" else client.get(key)
+    client.close()
+    return content
+
+
 @dataclass
 class Pipeline:
     data_root: Path
     redis_url: str
     key_prefix: str
+
+
+@dataclass
+class Published:
+    """The served cache version after the first precompute run of FIRST, and its content."""
+
+    version: str
+    content: dict[bytes, dict]
 
 
 @pytest.fixture(scope="session")
@@ -85,3 +107,21 @@ def pipeline(tmp_path_factory, redis_url, airflow_db):
         keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
         for start in range(0, len(keys), 500):
             client.delete(*keys[start:start + 500])
+
+
+@pytest.fixture(scope="session")
+def precompute_first(pipeline) -> Published:
+    """One real ``dag.test()`` run of the precompute DAG for FIRST (sensor, mine, speculate,
+    infer, evaluate, publish as spark-submit jobs); shared by the tests that check what it
+    served and the test that reruns the interval through the scheduler."""
+    from solaris_lib.client import SolarisClient
+    from tests.budgets import TEST_TIMEOUT_MS
+
+    assert run_dag("solaris_precompute", FIRST.end).state == "success"
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        version = client.version
+    assert version is not None and version.startswith(FIRST.key)
+    content = published_content(pipeline.redis_url, pipeline.key_prefix, version)
+    assert content
+    return Published(version, content)

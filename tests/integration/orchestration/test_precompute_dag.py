@@ -1,40 +1,28 @@
 """The precompute DAG end to end with ``dag.test()``: sensor, mine, speculate, infer, evaluate
-and publish as real spark-submit jobs on tiny simulated logs, then lookups through the client."""
+and publish as real spark-submit jobs on tiny simulated logs (the session's ``precompute_first``
+run), then lookups through the client. The rerun of the interval, which must publish the same
+content, is triggered through the REST API in test_rest_api.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import redis
 
 from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
 from tests.budgets import TEST_TIMEOUT_MS
-from tests.integration.orchestration.conftest import FIRST, run_dag
+from tests.integration.orchestration.conftest import FIRST
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def published_content(url: str, prefix: str, version: str) -> dict[bytes, dict]:
-    """Every key of one cache version under ``prefix`` with its hash or string value (other
-    sessions on the same Redis may publish the same version id under their own prefix)."""
-    client = redis.Redis.from_url(url)
-    content = {}
-    for key in client.scan_iter(match=f"{prefix}:*{version}*", count=1000):
-        kind = client.type(key)
-        content[key] = client.hgetall(key) if kind == b"hash" else client.get(key)
-    client.close()
-    return content
-
-
-def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
+def test_precompute_dag_publishes_what_the_client_then_finds(pipeline, precompute_first):
     settings = SolarisSettings(data_root=str(pipeline.data_root), redis_url=pipeline.redis_url,
                                redis_key_prefix=pipeline.key_prefix)
     layout = DataLayout.from_settings(settings)
-    assert run_dag("solaris_precompute", FIRST.end).state == "success"
 
     speculated = pq.read_table(layout.output(SPECULATED, FIRST)).to_pandas()
     embeddings = pq.read_table(layout.output(EMBEDDINGS, FIRST)).to_pandas()
@@ -47,7 +35,7 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
     with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         found = client.lookup(user, items + [987_654_321])
         version = client.version
-    assert version is not None and version.startswith(FIRST.key)
+    assert version == precompute_first.version
     assert found.hit[:-1].all() and not found.hit[-1]
     dim = len(embeddings["embedding"].iloc[0]) // 2  # fp16 bytes, the model's dimension
     assert found.embeddings.shape == (len(items) + 1, dim)
@@ -68,11 +56,3 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline):
     assert (prior.level == Level.ITEM).all() and not prior.hit.any()
     for row, item in enumerate(others):
         assert prior.embeddings[row].tolist() == np.frombuffer(by_item[item], "<f2").tolist()
-    before = published_content(pipeline.redis_url, pipeline.key_prefix, version)
-    assert before
-
-    # a rerun of the same interval (a retry, a backfill) publishes the same content
-    assert run_dag("solaris_precompute", FIRST.end).state == "success"
-    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
-        assert client.version == version
-    assert published_content(pipeline.redis_url, pipeline.key_prefix, version) == before

@@ -1,5 +1,9 @@
 """The precompute DAG driven like an operator drives it: API server, scheduler and DAG processor
-on loopback, login through REST API v2, unpause, trigger an interval, poll the run to success."""
+on loopback, login through REST API v2, unpause, trigger an interval, poll the run to success.
+
+The interval triggered is FIRST, which the session's ``precompute_first`` already ran with
+``dag.test()``: this run through the scheduler is also the rerun (a retry, a backfill) that
+must publish the same content under the same version."""
 
 from __future__ import annotations
 
@@ -10,9 +14,12 @@ import urllib.request
 
 import pytest
 
+from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.airflow_services import ADMIN_USER, AirflowServices
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import DataLayout
+from tests.budgets import TEST_TIMEOUT_MS
+from tests.integration.conftest import published_content
 from tests.integration.orchestration.conftest import FIRST, ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -40,7 +47,8 @@ def wait_for_dag(base: str, token: str, timeout_s: float = 180) -> None:
     raise AssertionError(f"{DAG_ID} was not parsed within {timeout_s} s")
 
 
-def test_trigger_through_the_rest_api_runs_to_success(pipeline, tmp_path, monkeypatch):
+def test_trigger_through_the_rest_api_runs_to_success_and_republishes_the_same(
+        pipeline, precompute_first, tmp_path, monkeypatch):
     monkeypatch.setenv("SOLARIS_LOG_WAIT_TIMEOUT", "60s")  # scheduled runs of "now" fail fast
     services = AirflowServices(home=tmp_path / "airflow", dags_folder=ROOT / "dags")
     services.start(timeout_s=180)
@@ -54,7 +62,7 @@ def test_trigger_through_the_rest_api_runs_to_success(pipeline, tmp_path, monkey
         token = login["access_token"]
         wait_for_dag(base, token)
 
-        interval = FIRST.following()
+        interval = FIRST
         run_id = f"rest-{interval.key}"
         status, created = call(base, "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {
             "dag_run_id": run_id, "logical_date": interval.end.isoformat(),
@@ -76,3 +84,8 @@ def test_trigger_through_the_rest_api_runs_to_success(pipeline, tmp_path, monkey
     layout = DataLayout(root=str(pipeline.data_root), models_root=str(pipeline.data_root / "models"))
     evaluation = read_evaluation(layout, interval)
     assert evaluation is not None and evaluation["interval"] == interval.key
+    with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        assert client.version == precompute_first.version
+    assert published_content(pipeline.redis_url, pipeline.key_prefix,
+                             precompute_first.version) == precompute_first.content

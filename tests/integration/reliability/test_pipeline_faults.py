@@ -37,8 +37,7 @@ from solaris_lib.speculation.io import read_partition
 from solaris_lib.speculation.mine import SORT_KEYS
 from solaris_lib.storage import is_complete, list_files
 from tests.budgets import TEST_TIMEOUT_MS
-from tests.integration.conftest import FIRST, ROOT, run_dag
-from tests.integration.orchestration.test_precompute_dag import published_content
+from tests.integration.conftest import FIRST, ROOT, published_content, run_dag
 from tests.nan_model import write_nan_copy
 
 pytestmark = pytest.mark.integration
@@ -335,8 +334,8 @@ def partition_bytes(partition: str) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_nan_model_fails_infer_and_nothing_is_published(pipeline):
-    """The precompute DAG rerun for FIRST (already run, and served or superseded, by
-    test_precompute_dag / test_rest_api; run here first when alone) after a NaN model was
+    """The precompute DAG rerun for FIRST (already run, and served or superseded, by the
+    ``precompute_first`` fixture; run here first when alone) after a NaN model was
     promoted. ``mine``, ``speculate`` and ``evaluate`` are marked success (``dags test
     --mark-success-pattern``): their partitions of FIRST are complete and do not depend on the
     model, and running them again would add about a minute of Spark for nothing. ``infer`` runs
