@@ -22,6 +22,9 @@ def register(subparsers) -> None:
     budget.add_argument("--budget-factor", type=float,
                         help="budget = this x mean distinct future pairs per known user")
     cmd.add_argument("--global-budget", type=int, default=None, help="cap on all pairs")
+    cmd.add_argument("--allocation", choices=("per-user", "global"), default="per-user",
+                     help="per-user: every known user keeps its budget's best pairs; global: "
+                     "the same total goes to the best pairs across users (one user at most 4x)")
     cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -44,7 +47,7 @@ def _evaluate(args) -> int:
         logs=args.logs, cutoff=parse_timestamp(args.cutoff), horizon=parse_duration(args.horizon),
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
-        out=args.out,
+        out=args.out, allocation=args.allocation,
     )
     spark = get_spark("solaris-speculation-eval", master=load_settings().spark_master)
     report = evaluate_speculation(spark, request)

@@ -50,6 +50,11 @@ class SpeculateConfig(BaseModel):
     global_budget: int | None = Field(
         None, ge=1, description="Most pairs kept in total (highest scores win); None: no cap."
     )
+    max_per_user: int = Field(
+        0, ge=0, description="Most pairs one user keeps, for a global budget that shares the "
+        "total by score across users; 0: budget_per_user. The candidate pools stay sized by "
+        "budget_per_user either way."
+    )
     sources: tuple[str, ...] = Field(SOURCES, description="Candidate sources to use.")
     faiss_k: int = Field(
         0, ge=0, description="Nearest live items per user from each FAISS source (faiss, "
@@ -70,6 +75,10 @@ class SpeculateConfig(BaseModel):
     scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
                         description="auto: learned when a labelled previous interval exists.")
     seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")
+
+    def user_cap(self) -> int:
+        """Most pairs kept per user (the selection cap, not the candidate pool size)."""
+        return self.max_per_user or self.budget_per_user
 
     def popular_count(self) -> int:
         return self.popular_n or self.budget_per_user

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 BASELINES = {"repeat": ("repeat",), "popularity": ("popular",), "faiss": ("faiss",)}
 _MIN_TRAIN_HISTORY = timedelta(hours=1)
+ALLOCATIONS = ("per-user", "global")
+GLOBAL_USER_CAP = 4  # with --allocation global, one user keeps at most this x the budget
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,16 @@ class EvalRequest:
     global_budget: int | None = None
     scorer: str = "auto"
     out: str | None = None
+    allocation: str = "per-user"
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
             raise ConfigError("give exactly one of --budget-per-user and --budget-factor")
+        if self.allocation not in ALLOCATIONS:
+            raise ConfigError(f"--allocation must be one of {', '.join(ALLOCATIONS)}")
+        if self.allocation == "global" and self.global_budget is not None:
+            raise ConfigError("--allocation global sets the global budget itself (the budget "
+                              "per user x the known users): do not also give --global-budget")
 
 
 def _first_ts(logs) -> datetime | None:
@@ -96,6 +104,18 @@ def _budget(request: EvalRequest, future, known_users) -> int:
     return max(1, round(request.budget_factor * mean))
 
 
+def _speculate_config(request: EvalRequest, budget: int, known_users) -> SpeculateConfig:
+    """Per-user allocation: each known user keeps its ``budget`` best pairs. Global: the same
+    total (``budget`` x known users) goes to the best pairs across users, one user keeping at
+    most ``GLOBAL_USER_CAP`` x ``budget``; the candidate pools are sized by ``budget`` alike."""
+    if request.allocation == "per-user":
+        return SpeculateConfig(budget_per_user=budget, global_budget=request.global_budget,
+                               scorer=request.scorer)
+    total = budget * max(1, known_users.count())
+    return SpeculateConfig(budget_per_user=budget, global_budget=total,
+                           max_per_user=GLOBAL_USER_CAP * budget, scorer=request.scorer)
+
+
 def _empty_report(request: EvalRequest, reason: str) -> dict:
     log.warning("%s", reason)
     return {"coverage": None, "coverage_all": None, "waste": None, "pairs_precomputed": 0,
@@ -117,8 +137,7 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
     mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
     budget = _budget(request, future, mined.user_stats)
-    config = SpeculateConfig(budget_per_user=budget, global_budget=request.global_budget,
-                             scorer=request.scorer)
+    config = _speculate_config(request, budget, mined.user_stats)
     train_on = None if request.scorer == "heuristic" else train_inputs(
         spark, request, history, mine_cfg, retrieval_cfg)
     result = speculate_frames(spark, mined, config, train_on=train_on)
@@ -134,7 +153,8 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
         curves[name] = coverage_curve(chosen, future, mined.user_stats, budgets)
         chosen.unpersist()
     report.update({
-        "budget_per_user": budget, "baselines": baselines, "scorer": result.scorer,
+        "budget_per_user": budget, "allocation": request.allocation,
+        "global_budget": config.global_budget, "baselines": baselines, "scorer": result.scorer,
         "candidates": result.candidates, "faiss_index": result.faiss_kind,
         "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
         "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),

@@ -129,7 +129,7 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     features = scorer.add_features(found.pairs, mined, with_als=needs_als).cache()
     candidates = features.count()
     scored = scorer.score(features, model)
-    chosen = scorer.apply_budgets(scored, config.budget_per_user, config.global_budget)
+    chosen = scorer.apply_budgets(scored, config.user_cap(), config.global_budget)
     pairs = chosen.select(*OUTPUT_COLUMNS)
     log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
              "learned" if model else "heuristic", time.monotonic() - started)

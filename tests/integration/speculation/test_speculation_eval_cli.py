@@ -73,3 +73,19 @@ def test_cutoff_before_any_log_is_a_clear_empty_result(tmp_path, capsys):
 def test_missing_folder_exits_2(tmp_path):
     assert main(["speculation-eval", "--logs", str(tmp_path / "nope"), "--cutoff", "2026-01-05",
                  "--budget-per-user", "5"]) == 2
+
+
+def test_global_allocation_shares_the_same_total_by_score(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
+    cutoff = T0 + timedelta(hours=60)
+    report = _run(capsys, "--logs", str(root), "--cutoff", cutoff.isoformat(), "--horizon", "2d",
+                  "--lookback", "10d", "--budget-per-user", "4", "--allocation", "global",
+                  "--out", str(tmp_path / "out"))
+    known = 30  # users 0-29 have history before the cutoff; 90-94 appear only after it
+    assert report["allocation"] == "global" and report["global_budget"] == 4 * known
+    pairs = pq.read_table(tmp_path / "out" / "speculated").to_pandas()
+    per_user = pairs.groupby("user_id").size()
+    assert len(pairs) == report["pairs_precomputed"] <= 4 * known
+    assert per_user.max() <= 4 * 4 and set(per_user.index) <= set(range(known))

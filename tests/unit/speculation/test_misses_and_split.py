@@ -41,3 +41,20 @@ def test_request_needs_exactly_one_budget():
     with pytest.raises(ConfigError):
         EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3,
                     budget_factor=2.0)
+
+
+def test_global_allocation_is_its_own_global_budget():
+    with pytest.raises(ConfigError, match="allocation"):
+        EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3,
+                    allocation="everyone")
+    with pytest.raises(ConfigError, match="global budget"):
+        EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3,
+                    allocation="global", global_budget=10)
+
+
+def test_selection_cap_is_apart_from_the_candidate_pools():
+    from solaris_lib.speculation.config import SpeculateConfig
+
+    config = SpeculateConfig(budget_per_user=5, max_per_user=20, global_budget=50)
+    assert (config.user_cap(), config.faiss_count(), config.popular_count()) == (20, 5, 5)
+    assert SpeculateConfig(budget_per_user=5).user_cap() == 5
