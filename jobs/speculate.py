@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pairs kept per user (default: SOLARIS_SPECULATE_BUDGET_PER_USER)")
     parser.add_argument("--global-budget", type=int, default=None,
                         help="pairs kept in total (default: SOLARIS_SPECULATE_GLOBAL_BUDGET)")
+    parser.add_argument("--max-per-user", type=int, default=None,
+                        help="with a global budget, most pairs one user keeps (default: "
+                        "SOLARIS_SPECULATE_MAX_PER_USER, else the budget per user)")
     parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
     args = parser.parse_args(argv)
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         config = SpeculateConfig(
             budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
             global_budget=args.global_budget or settings.speculate_global_budget,
+            max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
             scorer=args.scorer)
         layout = DataLayout.from_settings(settings)
         spark = get_spark("solaris-speculate")

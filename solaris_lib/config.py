@@ -89,6 +89,12 @@ class SolarisSettings(BaseSettings):
         description="Pairs the speculate task keeps in total (after the per-user cap); "
         "bounds the inference and cache cost of one interval.",
     )
+    speculate_max_per_user: int | None = Field(
+        default=None, ge=1,
+        description="With a global budget: most pairs one user keeps, so the total goes to "
+        "the best pairs across users (active users get more); default the budget per user, "
+        "which also sizes the candidate pools.",
+    )
 
     fallback_clusters: int = Field(
         default=32, ge=0,
