@@ -44,6 +44,12 @@ class SolarisSettings(BaseSettings):
         description="Spark master for jobs started outside spark-submit (tests, CLI): local[N], "
         "spark://host:port, yarn or k8s://... spark-submit's own --master wins inside jobs.",
     )
+    spark_local_memory: str = Field(
+        default="2g",
+        pattern=r"^[0-9]+[kmgt]?$",
+        description="Driver memory of sessions started outside spark-submit (CLI, tests); "
+        "in local[N] all of Spark's memory, e.g. 8g for speculation-eval on large logs.",
+    )
     model_dir: str | None = Field(
         default=None,
         description="Folder of versioned model artefacts; defaults to <data_root>/models.",

@@ -54,20 +54,30 @@ class CandidateSet:
 
 
 def live_items(mined: Mined, config: SpeculateConfig):
-    """item_stats rows of items seen within ``live_window`` before ``asof``.
+    """item_stats rows of the items still live at ``asof``.
 
-    Sparse logs (e.g. one row per rating) may have too few recently seen items to fill the
-    budget: when fewer than twice the budget are live, every item of the window counts as live.
+    An item is live when it was seen within ``live_window`` before ``asof``, or within
+    ``live_gaps`` of its own mean gap between rows (``(last_seen - first_seen) / (rows - 1)``;
+    an item seen once has no gap yet: ``live_window`` alone). A campaign seen every few
+    minutes is over once it stops for ``live_window``; a film rated every few days in a
+    ratings log is not. When fewer than twice the budget are live, every item of the window
+    counts as live.
     """
     from pyspark.sql import functions as F
 
-    cutoff = mined.asof.timestamp() - config.live_window.total_seconds()
-    live = mined.item_stats.filter(F.col("last_seen").cast("double") >= F.lit(cutoff))
+    asof = mined.asof.timestamp()
+    last = F.col("last_seen").cast("double")
+    gap = ((last - F.col("first_seen").cast("double"))
+           / F.greatest(F.col("popularity") - 1, F.lit(1)))
+    window = F.lit(config.live_window.total_seconds())
+    patience = F.when(F.col("popularity") <= 1, window).otherwise(
+        F.greatest(window, F.lit(config.live_gaps) * gap))
+    live = mined.item_stats.filter(last >= F.lit(asof) - patience)
     needed = 2 * max(config.budget_per_user, config.faiss_count(), config.popular_count())
     count = live.count()
     if count < needed:
-        log.info("only %d items seen in the last %s: every item of the window is live", count,
-                 config.live_window)
+        log.info("only %d items live at %s: every item of the window is live", count,
+                 mined.asof.isoformat())
         return mined.item_stats
     return live
 

@@ -25,6 +25,9 @@ def register(subparsers) -> None:
     cmd.add_argument("--allocation", choices=("per-user", "global"), default="per-user",
                      help="per-user: every known user keeps its budget's best pairs; global: "
                      "the same total goes to the best pairs across users (one user at most 4x)")
+    cmd.add_argument("--faiss-k", type=int, default=0,
+                     help="nearest live items per user from each FAISS source (the candidate "
+                     "pool's depth; default 0: the budget per user)")
     cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -47,9 +50,11 @@ def _evaluate(args) -> int:
         logs=args.logs, cutoff=parse_timestamp(args.cutoff), horizon=parse_duration(args.horizon),
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
-        out=args.out, allocation=args.allocation,
+        out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
     )
-    spark = get_spark("solaris-speculation-eval", master=load_settings().spark_master)
+    settings = load_settings()
+    spark = get_spark("solaris-speculation-eval", master=settings.spark_master,
+                      conf={"spark.driver.memory": settings.spark_local_memory})
     report = evaluate_speculation(spark, request)
     if args.json:
         print(json.dumps(report, default=str))

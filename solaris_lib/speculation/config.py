@@ -72,6 +72,11 @@ class SpeculateConfig(BaseModel):
     live_window: timedelta = Field(
         timedelta(days=2), description="Items seen within this window before the end are live."
     )
+    live_gaps: float = Field(
+        3.0, ge=0, description="An item also stays live for this many of its own mean gaps "
+        "between rows after it was last seen (sporadic items, e.g. films in a ratings log); "
+        "0: live_window alone."
+    )
     scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
                         description="auto: learned when a labelled previous interval exists.")
     seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")

@@ -43,12 +43,15 @@ class EvalRequest:
     scorer: str = "auto"
     out: str | None = None
     allocation: str = "per-user"
+    faiss_k: int = 0  # FAISS pool depth per user; 0: the budget
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
             raise ConfigError("give exactly one of --budget-per-user and --budget-factor")
         if self.allocation not in ALLOCATIONS:
             raise ConfigError(f"--allocation must be one of {', '.join(ALLOCATIONS)}")
+        if self.faiss_k < 0:
+            raise ConfigError("--faiss-k must be 0 (the budget) or a positive count")
         if self.allocation == "global" and self.global_budget is not None:
             raise ConfigError("--allocation global sets the global budget itself (the budget "
                               "per user x the known users): do not also give --global-budget")
@@ -110,10 +113,11 @@ def _speculate_config(request: EvalRequest, budget: int, known_users) -> Specula
     most ``GLOBAL_USER_CAP`` x ``budget``; the candidate pools are sized by ``budget`` alike."""
     if request.allocation == "per-user":
         return SpeculateConfig(budget_per_user=budget, global_budget=request.global_budget,
-                               scorer=request.scorer)
+                               scorer=request.scorer, faiss_k=request.faiss_k)
     total = budget * max(1, known_users.count())
     return SpeculateConfig(budget_per_user=budget, global_budget=total,
-                           max_per_user=GLOBAL_USER_CAP * budget, scorer=request.scorer)
+                           max_per_user=GLOBAL_USER_CAP * budget, scorer=request.scorer,
+                           faiss_k=request.faiss_k)
 
 
 def _empty_report(request: EvalRequest, reason: str) -> dict:
@@ -124,15 +128,25 @@ def _empty_report(request: EvalRequest, reason: str) -> dict:
 
 
 def evaluate_speculation(spark, request: EvalRequest) -> dict:
-    """Run speculation at ``request.cutoff`` and score it on the horizon; returns the report."""
+    """Run speculation at ``request.cutoff`` and score it on the horizon; returns the report.
+    The windows it caches are released before it returns (a session may run many)."""
+    started = time.monotonic()
+    history = _window(spark, request.logs, request.cutoff - request.lookback, request.cutoff).cache()
+    future = _window(spark, request.logs, request.cutoff, request.cutoff + request.horizon).cache()
+    try:
+        return _evaluate(spark, request, history, future, started)
+    finally:
+        history.unpersist()
+        future.unpersist()
+
+
+def _evaluate(spark, request: EvalRequest, history, future, started: float) -> dict:
+    """:func:`evaluate_speculation` on the cached history and future windows."""
     from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
     from solaris_lib.speculation.retrieval import train_als
 
-    started = time.monotonic()
     mine_cfg = MineConfig(lookback=request.lookback)
     retrieval_cfg = RetrievalConfig(lookback=request.lookback)
-    history = _window(spark, request.logs, request.cutoff - request.lookback, request.cutoff).cache()
-    future = _window(spark, request.logs, request.cutoff, request.cutoff + request.horizon).cache()
     if history.limit(1).count() == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
     mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
@@ -154,7 +168,8 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
         chosen.unpersist()
     report.update({
         "budget_per_user": budget, "allocation": request.allocation,
-        "global_budget": config.global_budget, "baselines": baselines, "scorer": result.scorer,
+        "global_budget": config.global_budget, "faiss_k": config.faiss_count(),
+        "baselines": baselines, "scorer": result.scorer,
         "candidates": result.candidates, "faiss_index": result.faiss_kind,
         "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
         "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),

@@ -58,3 +58,16 @@ def test_selection_cap_is_apart_from_the_candidate_pools():
     config = SpeculateConfig(budget_per_user=5, max_per_user=20, global_budget=50)
     assert (config.user_cap(), config.faiss_count(), config.popular_count()) == (20, 5, 5)
     assert SpeculateConfig(budget_per_user=5).user_cap() == 5
+
+
+def test_faiss_pool_depth_reaches_the_config_and_is_checked():
+    from solaris_lib.speculation.evaluate import _speculate_config
+
+    with pytest.raises(ConfigError, match="faiss-k"):
+        EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3, faiss_k=-1)
+    request = EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3,
+                          faiss_k=12)
+    config = _speculate_config(request, 3, known_users=None)
+    assert (config.faiss_count(), config.user_cap(), config.popular_count()) == (12, 3, 3)
+    default = EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3)
+    assert _speculate_config(default, 3, known_users=None).faiss_count() == 3
