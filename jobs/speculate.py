@@ -1,7 +1,8 @@
 """spark-submit entrypoint: the pairs the interval after this one will score, under budgets.
 
     spark-submit jobs/speculate.py --start 2026-01-05T10:00 --end 2026-01-05T11:00 \
-        [--budget-per-user 200] [--global-budget N] [--scorer auto|learned|heuristic]
+        [--budget-per-user 200] [--global-budget N] [--max-per-user M] [--faiss-k K]
+        [--scorer auto|learned|heuristic]
 
 Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors at or
 before KEY, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
@@ -35,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-user", type=int, default=None,
                         help="with a global budget, most pairs one user keeps (default: "
                         "SOLARIS_SPECULATE_MAX_PER_USER, else the budget per user)")
+    parser.add_argument("--faiss-k", type=int, default=None,
+                        help="nearest live items per user from each FAISS source, the candidate "
+                        "pool's depth (default: SOLARIS_SPECULATE_FAISS_K, else the budget per "
+                        "user)")
     parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
     args = parser.parse_args(argv)
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
             global_budget=args.global_budget or settings.speculate_global_budget,
             max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
+            faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
             scorer=args.scorer)
         layout = DataLayout.from_settings(settings)
         spark = get_spark("solaris-speculate")

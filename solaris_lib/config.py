@@ -101,6 +101,12 @@ class SolarisSettings(BaseSettings):
         "the best pairs across users (active users get more); default the budget per user, "
         "which also sizes the candidate pools.",
     )
+    speculate_faiss_k: int | None = Field(
+        default=None, ge=1,
+        description="Nearest live items per user from each FAISS source (the candidate pool's "
+        "depth); default the budget per user. Deeper pools (2-3x) find more of the next "
+        "interval's pairs for the scorer to rank, at more speculate time.",
+    )
 
     fallback_clusters: int = Field(
         default=32, ge=0,

@@ -73,7 +73,7 @@ def live_items(mined: Mined, config: SpeculateConfig):
     patience = F.when(F.col("popularity") <= 1, window).otherwise(
         F.greatest(window, F.lit(config.live_gaps) * gap))
     live = mined.item_stats.filter(last >= F.lit(asof) - patience)
-    needed = 2 * max(config.budget_per_user, config.faiss_count(), config.popular_count())
+    needed = 2 * max(config.budget_per_user, config.popular_count())  # not the FAISS depth
     count = live.count()
     if count < needed:
         log.info("only %d items live at %s: every item of the window is live", count,
