@@ -100,6 +100,12 @@ class FallbackLevel:
                 "item_prior_chunks": len(self.prior_chunks())}
 
 
+def has_tables(layout: DataLayout, interval: Interval) -> bool:
+    """True when both tables of the level are complete (:func:`read_fallback` reads them)."""
+    return all(is_complete(layout.output(EMBEDDINGS, interval, name))
+               for name in (CLUSTER_TABLE, ITEM_CLUSTERS_TABLE))
+
+
 def read_fallback(spark, layout: DataLayout, interval: Interval, model_version: str,
                   dim: int) -> FallbackLevel | None:
     """The interval's fallback level, or None when its tables are absent (or hold nothing

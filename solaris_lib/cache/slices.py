@@ -93,6 +93,11 @@ def _cut(path: str, groups: Sequence[int], share: int) -> list[Slice]:
     return [Slice(path, a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
+def schema(path: str) -> pa.Schema:
+    """The Arrow schema of one parquet file (from its footer)."""
+    return _open(path).schema_arrow
+
+
 def _open(path: str) -> pq.ParquetFile:
     fs, inner = filesystem(path)
     return pq.ParquetFile(fs.open_input_file(inner))
