@@ -109,23 +109,68 @@ def field_names(items: np.ndarray) -> list[str]:
 
 def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
     """``HSET key field value ...`` as RESP; ``items`` (k,) int64 (an item id, or a cluster row
-    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8.
+    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8. (One user;
+    :func:`hset_commands` encodes many users at once, in the same bytes when their items
+    are sorted.)
 
     Pairs are emitted grouped by kind and digit count (field order does not matter to HSET),
     so each group is a fixed-width record matrix filled by column slices.
     """
-    key_bytes = key.encode()
-    parts = [b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * len(items), len(key_bytes),
-                                                     key_bytes)]
     cluster = items < 0
     numbers = np.where(cluster, -1 - items, items)
     digits = decimal_digits(numbers)
+    parts = [_hset_head(key.encode(), len(items))]
     for is_cluster in (True, False):
         for length in np.unique(digits[cluster == is_cluster]).tolist():
             chosen = (digits == length) & (cluster == is_cluster)
             parts.append(_pair_records(numbers[chosen], values[chosen], length,
                                        b"c" if is_cluster else b"").tobytes())
     return b"".join(parts)
+
+
+def _hset_head(key: bytes, pairs: int) -> bytes:
+    return b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * pairs, len(key), key)
+
+
+def hset_commands(keys: list[bytes], starts: np.ndarray, items: np.ndarray,
+                  values: np.ndarray) -> list[bytes]:
+    """One ``HSET`` per run of rows: run ``k`` (rows ``starts[k]`` up to the next start) into
+    ``keys[k]``; ``items`` (n,) int64 sorted within each run (so its fields of one kind and
+    digit count are consecutive rows), ``values`` (n, w) uint8.
+
+    The pair records of each (kind, digit count) are built once for the whole batch; a run
+    is its head plus slices of them (one slice per kind and digit count it holds).
+    """
+    if not len(items):
+        return []
+    cluster = items < 0
+    numbers = np.where(cluster, -1 - items, items)
+    group = decimal_digits(numbers) + 32 * cluster
+    blobs: dict[int, tuple[memoryview, int]] = {}
+    rank = np.empty(len(items), np.int64)
+    for key in np.unique(group).tolist():
+        rows = np.flatnonzero(group == key)
+        rank[rows] = np.arange(len(rows))
+        records = _pair_records(numbers[rows], values[rows], key % 32,
+                                b"c" if key >= 32 else b"")
+        blobs[key] = (memoryview(records.tobytes()), records.shape[1])
+    ends = np.r_[starts[1:], len(items)]
+    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    cuts = np.union1d(cuts, starts)
+    first_cut = np.searchsorted(cuts, starts)
+    bounds = np.r_[cuts, len(items)].tolist()
+    kinds, ranks = group[cuts].tolist(), rank[cuts].tolist()
+    commands = []
+    for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        parts = [_hset_head(keys[k], end - start)]
+        at = int(first_cut[k])
+        while at < len(kinds) and bounds[at] < end:
+            blob, width = blobs[kinds[at]]
+            first = ranks[at] * width
+            parts.append(blob[first:first + (bounds[at + 1] - bounds[at]) * width])
+            at += 1
+        commands.append(b"".join(parts))
+    return commands
 
 
 def _pair_records(items: np.ndarray, values: np.ndarray, length: int,

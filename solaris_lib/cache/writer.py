@@ -134,8 +134,9 @@ class PartitionWriter:
             return
         users, items, fp16 = pairs.sort_runs(users, items, fp16)
         keep = pairs.dedupe(users, items, fp16)
-        self._count("duplicates", items, ~keep)
-        users, items, fp16 = users[keep], items[keep], fp16[keep]
+        if not keep.all():
+            self._count("duplicates", items, ~keep)
+            users, items, fp16 = users[keep], items[keep], fp16[keep]
         values = self.codec.from_fp16(fp16)
         self._count("pairs", items, np.ones(len(items), dtype=bool))
         chosen = pairs.sampled(users, items, self.target.sample_modulus,
@@ -144,12 +145,16 @@ class PartitionWriter:
         ends = np.r_[starts[1:], len(users)]
         self.users_written.append(users[starts])
         self.counts["users"] += len(starts)
-        sampled_runs = np.add.reduceat(chosen, starts) > 0
-        for start, end, sample in zip(starts.tolist(), ends.tolist(), sampled_runs.tolist(),
-                                      strict=True):
-            part = slice(start, end)
-            self._buffer_user(int(users[start]), items[part], values[part], fp16[part],
-                              chosen[part] if sample else None)
+        user_ids = users[starts].tolist()
+        keys = [f"{self.head}{user}}}" for user in user_ids]
+        commands = pairs.hset_commands([key.encode() for key in keys], starts, items, values)
+        sampled_runs = (np.add.reduceat(chosen, starts) > 0).tolist()
+        for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            sample = None
+            if sampled_runs[k]:
+                part = np.flatnonzero(chosen[start:end]) + start
+                sample = _Sample(keys[k], items[part], values[part], fp16[part])
+            self._buffer_user(user_ids[k], keys[k], commands[k], sample)
 
     def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
         """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
@@ -157,18 +162,14 @@ class PartitionWriter:
         self.counts[name] += int(np.count_nonzero(chosen)) - clusters
         self.counts[f"cluster_{name}"] += clusters
 
-    def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
-                     fp16: np.ndarray, chosen: np.ndarray | None) -> None:
-        """One user's HSET + EXPIRE into its node's buffer; ``chosen``: its sampled pairs."""
-        key = f"{self.head}{user}}}"
+    def _buffer_user(self, user: int, key: str, hset: bytes, sample: _Sample | None) -> None:
+        """One user's HSET (``hset``) + EXPIRE into its node's buffer, and its sampled pairs."""
         tag = str(user).encode()
-        command = (pairs.hset_command(key, items, values)
-                   + pack_command("EXPIRE", key, self.target.ttl_s))
+        command = hset + pack_command("EXPIRE", key, self.target.ttl_s)
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
-        if chosen is not None:
-            self.samples.setdefault(pool, []).append(
-                _Sample(key, items[chosen], values[chosen], fp16[chosen]))
+        if sample is not None:
+            self.samples.setdefault(pool, []).append(sample)
         self._append(pool, tag, command)
 
     def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
