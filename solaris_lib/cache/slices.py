@@ -23,11 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from solaris_lib.storage import filesystem, list_files
 
 BATCH_ROWS = 1 << 16  # rows per record batch read
+READ_BUFFER = 1 << 22  # bytes per read of a remote file's column chunk
 _NULL_USER = np.iinfo(np.int64).min  # the run key of a null user id
 _SNAP = 8  # snap a cut to a row-group boundary within 1/_SNAP of a slice's rows
 
@@ -99,8 +101,12 @@ def schema(path: str) -> pa.Schema:
 
 
 def _open(path: str) -> pq.ParquetFile:
+    """A local file is memory-mapped (no copy of a column chunk: a slice of a large row group
+    touches only the pages it decodes); a remote one is read in buffered pieces."""
     fs, inner = filesystem(path)
-    return pq.ParquetFile(fs.open_input_file(inner))
+    if isinstance(fs, pafs.LocalFileSystem):
+        return pq.ParquetFile(inner, memory_map=True)
+    return pq.ParquetFile(fs.open_input_file(inner), buffer_size=READ_BUFFER)
 
 
 def owned_batches(piece: Slice, columns: Sequence[str], batch_rows: int = BATCH_ROWS
