@@ -1,11 +1,13 @@
 """The publisher's count checks after the write: every publishable row accounted for, every
 field on the server, every sampled pair read back equal (``docs/cache-format.md``, step 3).
 A failed check raises :class:`VerificationError` (or :class:`PublishInputError` when nothing
-is servable) and the alias is not switched."""
+is servable), a failed Spark write :class:`PublishError`; the alias is not switched."""
 
 from __future__ import annotations
 
-from solaris_lib.cache.errors import PublishInputError, VerificationError
+from collections.abc import Callable
+
+from solaris_lib.cache.errors import PublishError, PublishInputError, VerificationError
 
 
 def check_counts(totals: dict[str, int], valid_rows: int, version: str) -> None:
@@ -41,3 +43,25 @@ def check_cluster_counts(totals: dict[str, int], cluster_rows: int, version: str
     if totals["cluster_pairs"] and not totals["cluster_verified"]:
         raise VerificationError(f"version {version}: no cluster row was read back; the alias "
                                 f"was not switched")
+
+
+def run_write(action: Callable[[], list], version: str, previous: str | None,
+              ttl_s: int) -> list:
+    """Run the write's Spark action; an executor failure becomes a PublishError naming the
+    cause (the last Python error line inside the Spark error)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        return action()
+    except (PySparkException, Py4JJavaError) as exc:
+        cause = _root_cause(str(exc))
+        raise PublishError(f"writing version {version} failed: {cause}. The alias was "
+                           f"not switched; {previous or 'no version'} is still "
+                           f"served and the partial version expires in {ttl_s} s.") from exc
+
+
+def _root_cause(text: str) -> str:
+    """The last ``SomeError: message`` line of a Python traceback inside a Spark error."""
+    lines = [line.strip() for line in text.splitlines() if "Error: " in line]
+    return lines[-1][:500] if lines else text.strip().splitlines()[0][:500]

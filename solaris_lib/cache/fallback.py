@@ -264,3 +264,11 @@ def write_item_clusters(server, version: str, level: FallbackLevel, ttl_s: int) 
     log.info("item -> cluster table: %d items, item priors: %d items; %d chunk(s) written and "
              "read back", len(level.item_ids), len(level.prior_ids), len(keyed))
     return len(keyed)
+
+
+def with_cluster_fields(users, cluster_users):
+    """Per-user (user_id, pairs, lp, ht) of the exact pairs plus the ``c<cluster>`` fields."""
+    from pyspark.sql import functions as F
+
+    return (users.unionByName(cluster_users).groupBy("user_id")
+            .agg(*(F.sum(c).alias(c) for c in ("pairs", "lp", "ht"))))

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.cache import frames, memory
 from solaris_lib.cache.access import check_publisher_access
-from solaris_lib.cache.checks import check_cluster_counts, check_counts
+from solaris_lib.cache.checks import check_cluster_counts, check_counts, run_write
 from solaris_lib.cache.errors import (
     CacheProtocolError,
     CacheUnavailableError,
@@ -59,6 +59,7 @@ from solaris_lib.cache.fallback import (
     chunk_bytes,
     has_tables,
     read_fallback,
+    with_cluster_fields,
     write_item_clusters,
 )
 from solaris_lib.cache.format import (
@@ -287,7 +288,7 @@ class _Run:
         limits = self.server.hash_limits()
         slots = self.slots
         if fallback is not None:  # the c<cluster> fields change the users' encodings
-            users = _with_cluster_fields(self.input.users(self.found),
+            users = with_cluster_fields(self.input.users(self.found),
                                          fallback.users)
             key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
             slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
@@ -352,8 +353,9 @@ class _Run:
         log.info("write: %s", "every row shuffled by user" if scattered is None else
                  f"input order kept, {len(scattered)} scattered users shuffled")
         extra = fallback.rows if fallback is not None else None
-        stats = _run_spark(lambda: self.input.write(found, target, self._partitions(),
-                                                    scattered, extra), report)
+        stats = run_write(lambda: self.input.write(found, target, self._partitions(),
+                                                   scattered, extra),
+                          report.version, report.previous_version, report.ttl_s)
         totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
         elapsed = time.perf_counter() - started
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
@@ -387,31 +389,3 @@ class _Run:
         log.info("%s: alias -> %s (was %s)", report.status, report.served_version,
                  report.previous_version)
         return report
-
-
-def _with_cluster_fields(users, cluster_users):
-    """Per-user (user_id, pairs, lp, ht) of the exact pairs plus the ``c<cluster>`` fields."""
-    from pyspark.sql import functions as F
-
-    return (users.unionByName(cluster_users).groupBy("user_id")
-            .agg(*(F.sum(c).alias(c) for c in ("pairs", "lp", "ht"))))
-
-
-def _run_spark(action: Callable[[], list], report: PublishReport) -> list:
-    """Run a Spark action; an executor failure becomes a PublishError naming the cause."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
-    try:
-        return action()
-    except (PySparkException, Py4JJavaError) as exc:
-        cause = _root_cause(str(exc))
-        raise PublishError(f"writing version {report.version} failed: {cause}. The alias was "
-                           f"not switched; {report.previous_version or 'no version'} is still "
-                           f"served and the partial version expires in {report.ttl_s} s.") from exc
-
-
-def _root_cause(text: str) -> str:
-    """The last ``SomeError: message`` line of a Python traceback inside a Spark error."""
-    lines = [line.strip() for line in text.splitlines() if "Error: " in line]
-    return lines[-1][:500] if lines else text.strip().splitlines()[0][:500]
