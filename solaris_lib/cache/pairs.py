@@ -51,7 +51,10 @@ def non_finite_fp16(values: np.ndarray) -> np.ndarray:
     """(n,) True where a row of fp16 bytes (n, 2 * dim) holds an inf or a nan (every exponent
     bit of a value set)."""
     halves = np.ascontiguousarray(values).view("<u2")
-    return ((halves & _FP16_EXPONENT) == _FP16_EXPONENT).any(axis=1)
+    bad = (halves & _FP16_EXPONENT) == _FP16_EXPONENT
+    if not bad.any():  # one pass over the flat array: the common case
+        return np.zeros(len(halves), dtype=bool)
+    return bad.any(axis=1)
 
 
 def sort_runs(users: np.ndarray, items: np.ndarray, values: np.ndarray
@@ -62,8 +65,28 @@ def sort_runs(users: np.ndarray, items: np.ndarray, values: np.ndarray
     if (np.all(users[1:] >= users[:-1])
             and np.all(items[1:][same_user] >= items[:-1][same_user])):
         return users, items, values
-    order = np.lexsort((items, users))
+    order = _user_item_order(users, items, same_user)
     return users[order], items[order], values[order]
+
+
+def _user_item_order(users: np.ndarray, items: np.ndarray, same_user: np.ndarray
+                     ) -> np.ndarray:
+    """Stable order by (user, item): one argsort of ``rank * span + item`` (``rank``: the
+    user's rank among the batch's users, from its runs' first rows when each user is one
+    run; ``span``: the items' range) when that fits an int64, else a lexsort."""
+    runs = np.r_[0, np.cumsum(~same_user)]
+    heads = users[np.r_[True, ~same_user]]
+    if len(np.unique(heads)) == len(heads):
+        head_rank = np.empty(len(heads), np.int64)
+        head_rank[np.argsort(heads, kind="stable")] = np.arange(len(heads))
+        rank = head_rank[runs]
+    else:
+        rank = np.unique(users, return_inverse=True)[1].reshape(-1)
+    low, high = int(items.min()), int(items.max())
+    span = high - low + 1
+    if (int(rank.max()) + 1) * span >= 2**63:
+        return np.lexsort((items, users))
+    return np.argsort(rank.astype(np.int64) * span + (items - low), kind="stable")
 
 
 def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -91,3 +91,17 @@ def test_hset_commands_of_many_users_pack_each_run_in_row_order():
                 for part in (f, v.tobytes())]
         assert command == pack_command("HSET", key, *flat)
     assert pairs.hset_commands([], np.zeros(0, np.int64), items[:0], values[:0]) == []
+
+
+def test_sort_runs_orders_by_user_then_item_stably_whatever_the_range():
+    rng = np.random.default_rng(4)
+    for items in (rng.integers(0, 50, 300), rng.integers(-2**62, 2**62, 300)):
+        values = np.arange(300, dtype=np.int32).reshape(300, 1)
+        mixed = rng.permutation(np.repeat([5, 1, 9], 100))  # users apart
+        runs = np.repeat([5, 1, 9], 100)  # one run each
+        for users in (mixed, runs):
+            got = pairs.sort_runs(users, items.astype(np.int64), values)
+            order = sorted(range(300), key=lambda k: (users[k], items[k], k))
+            assert got[0].tolist() == users[order].tolist()
+            assert got[1].tolist() == items[order].tolist()
+            assert got[2][:, 0].tolist() == order
