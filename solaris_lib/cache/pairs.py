@@ -133,7 +133,7 @@ def field_names(items: np.ndarray) -> list[str]:
 def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
     """``HSET key field value ...`` as RESP; ``items`` (k,) int64 (an item id, or a cluster row
     ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8. (One user;
-    :func:`hset_commands` encodes many users at once, in the same bytes when their items
+    :func:`hset_pieces` encodes many users at once, in the same bytes when their items
     are sorted.)
 
     Pairs are emitted grouped by kind and digit count (field order does not matter to HSET),
@@ -155,14 +155,15 @@ def _hset_head(key: bytes, pairs: int) -> bytes:
     return b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * pairs, len(key), key)
 
 
-def hset_commands(keys: list[bytes], starts: np.ndarray, items: np.ndarray,
-                  values: np.ndarray) -> list[bytes]:
-    """One ``HSET`` per run of rows: run ``k`` (rows ``starts[k]`` up to the next start) into
-    ``keys[k]``; ``items`` (n,) int64 sorted within each run (so its fields of one kind and
-    digit count are consecutive rows), ``values`` (n, w) uint8.
+def hset_pieces(keys: list[bytes], starts: np.ndarray, items: np.ndarray,
+                values: np.ndarray) -> list[list[bytes | memoryview]]:
+    """One ``HSET`` per run of rows, as the pieces that joined make it (no copy of the
+    values until the pipeline joins its payload): run ``k`` (rows ``starts[k]`` up to the
+    next start) into ``keys[k]``; ``items`` (n,) int64 sorted within each run (so its
+    fields of one kind and digit count are consecutive rows), ``values`` (n, w) uint8.
 
     The pair records of each (kind, digit count) are built once for the whole batch; a run
-    is its head plus slices of them (one slice per kind and digit count it holds).
+    is its head plus views of them (one per kind and digit count it holds).
     """
     if not len(items):
         return []
@@ -174,42 +175,45 @@ def hset_commands(keys: list[bytes], starts: np.ndarray, items: np.ndarray,
     for key in np.unique(group).tolist():
         rows = np.flatnonzero(group == key)
         rank[rows] = np.arange(len(rows))
-        records = _pair_records(numbers[rows], values[rows], key % 32,
+        every = len(rows) == len(items)  # one kind and digit count: no gather
+        records = _pair_records(numbers if every else numbers[rows],
+                                values if every else values[rows], key % 32,
                                 b"c" if key >= 32 else b"")
-        blobs[key] = (memoryview(records.tobytes()), records.shape[1])
+        blobs[key] = (memoryview(records.reshape(-1)), records.shape[1])
     ends = np.r_[starts[1:], len(items)]
-    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    cuts = np.union1d(cuts, starts)
-    first_cut = np.searchsorted(cuts, starts)
+    cuts = np.union1d(np.flatnonzero(np.r_[True, group[1:] != group[:-1]]), starts)
+    first_cut = np.searchsorted(cuts, starts).tolist()
     bounds = np.r_[cuts, len(items)].tolist()
     kinds, ranks = group[cuts].tolist(), rank[cuts].tolist()
     commands = []
     for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-        parts = [_hset_head(keys[k], end - start)]
-        at = int(first_cut[k])
+        pieces: list[bytes | memoryview] = [_hset_head(keys[k], end - start)]
+        at = first_cut[k]
         while at < len(kinds) and bounds[at] < end:
             blob, width = blobs[kinds[at]]
             first = ranks[at] * width
-            parts.append(blob[first:first + (bounds[at + 1] - bounds[at]) * width])
+            pieces.append(blob[first:first + (bounds[at + 1] - bounds[at]) * width])
             at += 1
-        commands.append(b"".join(parts))
+        commands.append(pieces)
     return commands
 
 
 def _pair_records(items: np.ndarray, values: np.ndarray, length: int,
                   lead: bytes = b"") -> np.ndarray:
-    """(k, record) uint8 RESP of k pairs: ``$<len> CRLF lead digits CRLF $<w> CRLF value CRLF``."""
+    """(k, record) uint8 RESP of k pairs: ``$<len> CRLF lead digits CRLF $<w> CRLF value CRLF``.
+
+    Every row starts as a template copy; then the digits (one column per decimal place,
+    lowest first) and the values are written in."""
     head = b"$%d\r\n%s" % (length + len(lead), lead)
     middle = b"\r\n$%d\r\n" % values.shape[1]
-    a = len(head)
-    b = a + length
-    c = b + len(middle)
-    d = c + values.shape[1]
-    records = np.empty((len(items), d + 2), dtype=np.uint8)
-    records[:, :a] = np.frombuffer(head, dtype=np.uint8)
-    powers = 10 ** np.arange(length - 1, -1, -1, dtype=np.int64)
-    records[:, a:b] = items[:, None] // powers % 10 + ord("0")
-    records[:, b:c] = np.frombuffer(middle, dtype=np.uint8)
-    records[:, c:d] = values
-    records[:, d:] = (13, 10)
+    template = head + b"0" * length + middle + bytes(values.shape[1]) + b"\r\n"
+    records = np.empty((len(items), len(template)), dtype=np.uint8)
+    records[:] = np.frombuffer(template, dtype=np.uint8)
+    rest = np.array(items, dtype=np.int64)
+    for column in range(len(head) + length - 1, len(head) - 1, -1):
+        quotient = rest // 10
+        records[:, column] = rest - quotient * 10 + ord("0")
+        rest = quotient
+    start = len(head) + length + len(middle)
+    records[:, start:start + values.shape[1]] = values
     return records

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -69,7 +70,7 @@ class WriteTarget:
 class _NodeBuffer:
     """Commands waiting for one node, with each user's hash tag (to re-route them)."""
 
-    parts: list[bytes] = field(default_factory=list)
+    parts: list[list[bytes | memoryview]] = field(default_factory=list)  # one per user
     tags: list[bytes] = field(default_factory=list)
     size: int = 0
 
@@ -147,7 +148,7 @@ class PartitionWriter:
         self.counts["users"] += len(starts)
         user_ids = users[starts].tolist()
         keys = [f"{self.head}{user}}}" for user in user_ids]
-        commands = pairs.hset_commands([key.encode() for key in keys], starts, items, values)
+        commands = pairs.hset_pieces([key.encode() for key in keys], starts, items, values)
         sampled_runs = (np.add.reduceat(chosen, starts) > 0).tolist()
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             sample = None
@@ -162,21 +163,23 @@ class PartitionWriter:
         self.counts[name] += int(np.count_nonzero(chosen)) - clusters
         self.counts[f"cluster_{name}"] += clusters
 
-    def _buffer_user(self, user: int, key: str, hset: bytes, sample: _Sample | None) -> None:
-        """One user's HSET (``hset``) + EXPIRE into its node's buffer, and its sampled pairs."""
+    def _buffer_user(self, user: int, key: str, hset: list[bytes | memoryview],
+                     sample: _Sample | None) -> None:
+        """One user's HSET (the pieces of ``hset``) + EXPIRE into its node's buffer, and its
+        sampled pairs."""
         tag = str(user).encode()
-        command = hset + pack_command("EXPIRE", key, self.target.ttl_s)
+        command = [*hset, pack_command("EXPIRE", key, self.target.ttl_s)]
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
         if sample is not None:
             self.samples.setdefault(pool, []).append(sample)
         self._append(pool, tag, command)
 
-    def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
+    def _append(self, pool: NodePool, tag: bytes, command: list[bytes | memoryview]) -> None:
         buffer = self.buffers.setdefault(pool, _NodeBuffer())
         buffer.parts.append(command)
         buffer.tags.append(tag)
-        buffer.size += len(command)
+        buffer.size += sum(len(piece) for piece in command)
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(pool)
 
@@ -187,7 +190,7 @@ class PartitionWriter:
         if buffer is None or not buffer.parts:
             return
         self._settle()
-        payload = b"".join(buffer.parts)
+        payload = _join(buffer.parts)
         future = self.sender.submit(pool.request, payload, 2 * len(buffer.parts),
                                     self._deadline())
         self.in_flight = (pool, buffer, len(payload), future)
@@ -221,7 +224,7 @@ class PartitionWriter:
             target.parts.append(command)
             target.tags.append(tag)
         for pool, target in targets.items():
-            payload = b"".join(target.parts)
+            payload = _join(target.parts)
             replies = pool.request(payload, 2 * len(target.parts), self._deadline())
             self._check(pool, target, len(payload), replies, attempt + 1)
 
@@ -278,6 +281,11 @@ class PartitionWriter:
             self.counts["verified"] += len(same)
             self.counts["cluster_verified"] += int(np.count_nonzero(sample.items < 0))
             self.counts["mismatched"] += len(same) - int(same.sum())
+
+
+def _join(commands: list[list[bytes | memoryview]]) -> bytes:
+    """One payload of the users' commands (each a list of pieces), in order."""
+    return b"".join(chain.from_iterable(commands))
 
 
 def write_partition(batches: Iterator[pa.RecordBatch], target: WriteTarget
