@@ -24,31 +24,49 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+    """``x`` rotated left by ``r`` bits, in place."""
+    high = x >> np.uint64(64 - r)
+    x <<= np.uint64(r)
+    x |= high
+    return x
 
 
 def _round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
-    return _rotl(acc + lane * _P2, 31) * _P1
+    """XXH64's round, in place on ``acc``: ``rotl(acc + lane * P2, 31) * P1``."""
+    acc += lane * _P2
+    _rotl(acc, 31)
+    acc *= _P1
+    return acc
 
 
 def _merge(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
-    return (acc ^ _round(np.zeros_like(lane), lane)) * _P1 + _P4
+    """XXH64's merge round: ``(acc ^ round(0, lane)) * P1 + P4`` (a new array)."""
+    acc = acc ^ _round(np.zeros_like(lane), lane)
+    acc *= _P1
+    acc += _P4
+    return acc
 
 
 def _fmix(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> np.uint64(33))
-    h = h * _P2
-    h = h ^ (h >> np.uint64(29))
-    h = h * _P3
-    return h ^ (h >> np.uint64(32))
+    """XXH64's avalanche, in place."""
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h
 
 
 def hash_long(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
     """(n,) uint64 XXH64 of each int64 value (8 little-endian bytes) with ``seed`` (n,) or one."""
     lane = np.asarray(values, dtype=np.int64).view(np.uint64)
-    h = np.asarray(seed, dtype=np.uint64) + _P5 + np.uint64(8)
-    h = h ^ _round(np.zeros_like(lane), lane)
-    return _fmix(_rotl(h, 27) * _P1 + _P4)
+    h = np.asarray(seed, dtype=np.uint64) + (_P5 + np.uint64(8))
+    h = np.broadcast_to(h, lane.shape).copy()
+    h ^= _round(np.zeros_like(lane), lane)
+    _rotl(h, 27)
+    h *= _P1
+    h += _P4
+    return _fmix(h)
 
 
 def hash_rows(rows: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
@@ -61,26 +79,36 @@ def hash_rows(rows: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
         h = _stripes(words, seed, width // 32)
     else:
         h = seed + _P5
-    h = h + np.uint64(width)
+    h += np.uint64(width)
     for k in range((width // 32) * 4, width // 8):
-        h = _rotl(h ^ _round(np.zeros_like(h), words[:, k]), 27) * _P1 + _P4
+        h ^= _round(np.zeros_like(h), words[:, k])
+        _rotl(h, 27)
+        h *= _P1
+        h += _P4
     at = whole
     if width - at >= 4:
         word = np.ascontiguousarray(rows[:, at:at + 4]).view("<u4")[:, 0].astype(np.uint64)
-        h = _rotl(h ^ (word * _P1), 23) * _P2 + _P3
+        h ^= word * _P1
+        _rotl(h, 23)
+        h *= _P2
+        h += _P3
         at += 4
     for k in range(at, width):
-        h = _rotl(h ^ (rows[:, k].astype(np.uint64) * _P5), 11) * _P1
+        h ^= rows[:, k].astype(np.uint64) * _P5
+        _rotl(h, 11)
+        h *= _P1
     return _fmix(h)
 
 
 def _stripes(words: np.ndarray, seed: np.ndarray, stripes: int) -> np.ndarray:
     """The four accumulators over ``stripes`` 32-byte stripes, merged (XXH64's long input)."""
-    acc = [seed + _P1 + _P2, seed + _P2, seed.copy(), seed - _P1]
+    acc = [seed + (_P1 + _P2), seed + _P2, seed.copy(), seed - _P1]
     for stripe in range(stripes):
         for lane in range(4):
-            acc[lane] = _round(acc[lane], words[:, 4 * stripe + lane])
-    h = _rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)
+            _round(acc[lane], words[:, 4 * stripe + lane])
+    h = _rotl(acc[0].copy(), 1) + _rotl(acc[1].copy(), 7)
+    h += _rotl(acc[2].copy(), 12)
+    h += _rotl(acc[3].copy(), 18)
     for lane in range(4):
         h = _merge(h, acc[lane])
     return h
