@@ -7,7 +7,8 @@ input's order changed: nothing is switched). Rows with an inf or a nan are dropp
 counted (the publisher quarantines them afterwards); copies of a pair are resolved by
 :func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
-``pipeline_bytes``, on a sender thread while the next users are encoded (one send in flight).
+``pipeline_bytes``, on a sender thread while the next users are encoded (up to
+:data:`SENDS_IN_FLIGHT` sends queued, so Redis has work while a batch is read and sorted).
 After the partition:
 
 * pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from solaris_lib.cache.nodes import MAX_REDIRECTS, NodePool, make_router
 from solaris_lib.cache.resp import ReplyError, pack_command
 
 log = logging.getLogger(__name__)
+SENDS_IN_FLIGHT = 4  # pipelined payloads queued on the sender thread (each ~pipeline_bytes)
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
     "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
     "bytes_sent", "cluster_pairs", "cluster_duplicates", "cluster_non_finite",
@@ -100,7 +103,7 @@ class PartitionWriter:
         self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="solaris-write")
-        self.in_flight: tuple[NodePool, _NodeBuffer, int, Future] | None = None
+        self.in_flight: deque[tuple[NodePool, _NodeBuffer, int, Future]] = deque()
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
         self.started = time.perf_counter()
 
@@ -184,24 +187,28 @@ class PartitionWriter:
             self._flush(pool)
 
     def _flush(self, pool: NodePool) -> None:
-        """Hand the node's buffer to the sender thread (after the previous send's replies are
-        in), so the next users are encoded while Redis runs these commands."""
+        """Queue the node's buffer on the sender thread (first settling the oldest send when
+        :data:`SENDS_IN_FLIGHT` are queued), so the next users are encoded while Redis runs
+        these commands."""
         buffer = self.buffers.pop(pool, None)
         if buffer is None or not buffer.parts:
             return
-        self._settle()
+        if len(self.in_flight) >= SENDS_IN_FLIGHT:
+            self._settle_oldest()
         payload = _join(buffer.parts)
         future = self.sender.submit(pool.request, payload, 2 * len(buffer.parts),
                                     self._deadline())
-        self.in_flight = (pool, buffer, len(payload), future)
+        self.in_flight.append((pool, buffer, len(payload), future))
+
+    def _settle_oldest(self) -> None:
+        """Wait for the oldest send (its errors are raised here) and check its replies."""
+        pool, buffer, size, future = self.in_flight.popleft()
+        self._check(pool, buffer, size, future.result(), 0)
 
     def _settle(self) -> None:
-        """Wait for the send in flight (its errors are raised here) and check its replies."""
-        if self.in_flight is None:
-            return
-        pool, buffer, size, future = self.in_flight
-        self.in_flight = None
-        self._check(pool, buffer, size, future.result(), 0)
+        """Wait for every queued send and check their replies, in order."""
+        while self.in_flight:
+            self._settle_oldest()
 
     def _check(self, pool: NodePool, buffer: _NodeBuffer, size: int, replies: list,
                attempt: int) -> None:
