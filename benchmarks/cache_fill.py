@@ -13,6 +13,7 @@
 
 ``ratio`` = publish pairs/s / raw pairs/s; ``write_phase_ratio`` counts the write phase only.
 ``phases_s`` has the publish's phases (``inspect``, ``estimate``, ``write``, ``switch``) and,
+inside ``inspect``, the slowest survey task's time (``survey_task_max``, direct read path);
 inside ``write``, the slowest task's time in the writer (``write_task_max``) and in its count
 and read-back (``check_task_max``).
 Both use one private redis-server with ``infra/redis.conf``'s hash settings, emptied between

@@ -21,6 +21,7 @@ users.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -87,10 +88,12 @@ class TaskSurvey:
 
     problems: np.ndarray
     groups: dict[tuple[str, int], GroupPart]
+    seconds: float = 0.0  # the task's time in this function
 
 
 def survey_task(pieces: Iterable[Slice]) -> Iterator[TaskSurvey]:
     """``mapPartitions`` entry point: the survey of the slices of one task."""
+    started = time.perf_counter()
     problems = np.zeros(len(PROBLEMS), np.int64)
     groups: dict[tuple[str, int], GroupPart] = {}
     for piece in _flatten(pieces):
@@ -103,7 +106,7 @@ def survey_task(pieces: Iterable[Slice]) -> Iterator[TaskSurvey]:
             position += batch.num_rows
         for key, parts in slice_users.items():
             groups[key].users.append(_per_user(_concat(parts), pieces=True))
-    yield TaskSurvey(problems, groups)
+    yield TaskSurvey(problems, groups, time.perf_counter() - started)
 
 
 def _flatten(pieces: Iterable) -> Iterator[Slice]:
@@ -191,6 +194,7 @@ class Merged:
 
     groups: list[dict]
     users: dict[tuple[str, int], dict[str, np.ndarray]]
+    task_seconds: float = 0.0  # the slowest task's time in :func:`survey_task`
 
 
 def merge(tasks: Iterable[TaskSurvey]) -> Merged:
@@ -215,7 +219,7 @@ def merge(tasks: Iterable[TaskSurvey]) -> Merged:
         groups.append({REASON: None, "model_version": key[0], "bytes": key[1],
                        "rows": sum(p.rows for p in parts), "low": low, "xor": xor,
                        "scattered": int(merged["scattered"].sum())})
-    return Merged(groups, users)
+    return Merged(groups, users, max((t.seconds for t in tasks), default=0.0))
 
 
 def scattered_users(merged: Merged, found: Survey) -> np.ndarray:
