@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from solaris_lib.cache import memory
-from solaris_lib.cache.nodes import key_slot
+from solaris_lib.cache.nodes import user_slots
 from solaris_lib.cache.pairs import fixed_width_values
 from solaris_lib.cache.rowhash import digest_parts, row_hash
 from solaris_lib.cache.slices import Slice, owned_batches
@@ -238,8 +238,7 @@ def slot_estimates(merged: Merged, found: Survey, value_factor: int, key_head: i
     size = memory.user_bytes(users["rows"], users["lp"], users["ht"], value_bytes,
                              key_length, limits)
     listpack = (users["rows"] <= limits.max_entries) & (value_bytes <= limits.max_value)
-    slots = np.fromiter((key_slot(str(u).encode()) for u in users["user"].tolist()),
-                        np.int64, len(users["user"]))
+    slots = user_slots(users["user"])
     present, index = np.unique(slots, return_inverse=True)
     columns = [_sums(index, values, len(present)) for values in (
         np.ones(len(slots), np.int64), users["rows"], listpack, size)]

@@ -13,6 +13,8 @@ import threading
 from binascii import crc_hqx
 from collections import deque
 
+import numpy as np
+
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import (
     CacheConnectionError,
@@ -30,6 +32,31 @@ MAX_REDIRECTS = 2
 def key_slot(tag: bytes) -> int:
     """Redis Cluster slot of a key whose hash tag (or whole name, without braces) is ``tag``."""
     return crc_hqx(tag, 0) % SLOTS
+
+
+def _crc_table() -> np.ndarray:
+    """CRC-16/XMODEM (``crc_hqx``) of every byte value: the table of the byte-wise CRC."""
+    return np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.int64)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def user_slots(users: np.ndarray) -> np.ndarray:
+    """(u,) int64 slot of each non-negative user id's keys (its decimal digits are the hash
+    tag): :func:`key_slot` vectorised, one table step per digit position."""
+    users = np.asarray(users, dtype=np.int64)
+    digits = np.ones(len(users), np.int64)
+    for power in range(1, 19):
+        digits += users >= 10**power
+    crc = np.zeros(len(users), np.int64)
+    for position in range(int(digits.max(initial=0))):
+        active = digits > position
+        place = np.maximum(digits - 1 - position, 0)
+        byte = users // np.power(10, place) % 10 + ord("0")
+        step = ((crc << 8) & 0xFFFF) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]
+        crc = np.where(active, step, crc)
+    return crc % SLOTS
 
 
 def hash_tag(key: str | bytes) -> bytes:
