@@ -22,6 +22,7 @@ from solaris_lib.cache.errors import (
     CacheProtocolError,
     CacheUnavailableError,
 )
+from solaris_lib.cache.memory import decimal_digits
 from solaris_lib.cache.resp import Connection, ReplyError, pack_command
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def key_slot(tag: bytes) -> int:
 
 def _crc_table() -> np.ndarray:
     """CRC-16/XMODEM (``crc_hqx``) of every byte value: the table of the byte-wise CRC."""
-    return np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.int64)
+    return np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.uint16)
 
 
 _CRC_TABLE = _crc_table()
@@ -46,17 +47,17 @@ def user_slots(users: np.ndarray) -> np.ndarray:
     """(u,) int64 slot of each non-negative user id's keys (its decimal digits are the hash
     tag): :func:`key_slot` vectorised, one table step per digit position."""
     users = np.asarray(users, dtype=np.int64)
-    digits = np.ones(len(users), np.int64)
-    for power in range(1, 19):
-        digits += users >= 10**power
-    crc = np.zeros(len(users), np.int64)
-    for position in range(int(digits.max(initial=0))):
-        active = digits > position
-        place = np.maximum(digits - 1 - position, 0)
-        byte = users // np.power(10, place) % 10 + ord("0")
-        step = ((crc << 8) & 0xFFFF) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]
-        crc = np.where(active, step, crc)
-    return crc % SLOTS
+    length = decimal_digits(users)
+    rest, digits = users.copy(), []  # ASCII digits, lowest place first
+    while len(rest) and (rest.any() or not digits):
+        digits.append((rest % 10).astype(np.uint8) + np.uint8(ord("0")))
+        rest //= 10
+    crc = np.zeros(len(users), np.uint16)
+    for place in range(len(digits) - 1, -1, -1):  # a user's bytes start at its highest place
+        index = (crc >> np.uint16(8)).astype(np.uint8) ^ digits[place]
+        step = (crc << np.uint16(8)) ^ _CRC_TABLE[index]
+        crc = np.where(length > place, step, crc)
+    return crc.astype(np.int64) % SLOTS
 
 
 def hash_tag(key: str | bytes) -> bytes:
