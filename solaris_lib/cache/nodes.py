@@ -44,20 +44,26 @@ _CRC_TABLE = _crc_table()
 
 
 def user_slots(users: np.ndarray) -> np.ndarray:
-    """(u,) int64 slot of each non-negative user id's keys (its decimal digits are the hash
-    tag): :func:`key_slot` vectorised, one table step per digit position."""
+    """(u,) int64 slot of each user id's keys (its decimal digits are the hash tag):
+    :func:`key_slot` vectorised, one table step per digit position (negative ids, which are
+    never published but are surveyed, one by one)."""
     users = np.asarray(users, dtype=np.int64)
-    length = decimal_digits(users)
-    rest, digits = users.copy(), []  # ASCII digits, lowest place first
-    while len(rest) and (rest.any() or not digits):
+    negative = users < 0
+    rest = np.where(negative, 0, users)
+    length = decimal_digits(rest)
+    digits = []  # ASCII digits, lowest place first
+    for _ in range(int(length.max(initial=0))):
         digits.append((rest % 10).astype(np.uint8) + np.uint8(ord("0")))
-        rest //= 10
+        rest = rest // 10
     crc = np.zeros(len(users), np.uint16)
     for place in range(len(digits) - 1, -1, -1):  # a user's bytes start at its highest place
         index = (crc >> np.uint16(8)).astype(np.uint8) ^ digits[place]
         step = (crc << np.uint16(8)) ^ _CRC_TABLE[index]
         crc = np.where(length > place, step, crc)
-    return crc.astype(np.int64) % SLOTS
+    slots = crc.astype(np.int64) % SLOTS
+    for at in np.flatnonzero(negative).tolist():
+        slots[at] = key_slot(str(int(users[at])).encode())
+    return slots
 
 
 def hash_tag(key: str | bytes) -> bytes:

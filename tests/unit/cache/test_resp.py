@@ -43,7 +43,7 @@ def test_a_passed_deadline_is_a_timeout():
 
 def test_user_slots_equal_key_slot_of_the_decimal_ids():
     rng = np.random.default_rng(2)
-    users = np.r_[0, 1, 9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1,
+    users = np.r_[0, 1, 9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1, -1, -3, -2**63,
                   rng.integers(0, 2**63 - 1, 500), rng.integers(0, 10**6, 500)]
     assert user_slots(users).tolist() == [redis_py_key_slot(str(u).encode()) for u in
                                           users.tolist()]
