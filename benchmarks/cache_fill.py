@@ -6,12 +6,14 @@
 * ``publish``: ``solaris_lib.cache.publish.publish`` on the same embeddings partition, in a
   local[2] Spark session that has already run one small publish (the session start and the
   first, cold publish are reported apart). It includes everything a publish does: the
-  validation pass (with the memory estimate in the same Spark job), the write (a shuffle by
-  user only for users whose rows are not one run of one input partition), the server-side
-  count and the read-back check, the alias switch.
+  survey pass (the Spark tasks read the parquet slices with pyarrow: row checks, content
+  digest, memory estimate), the write (the tasks read their slices again; a shuffle by user
+  only for users whose rows are not one run of one slice), the server-side count and the
+  read-back check, the alias switch.
 
 ``ratio`` = publish pairs/s / raw pairs/s; ``write_phase_ratio`` counts the write phase only.
 ``phases_s`` has the publish's phases (``inspect``, ``estimate``, ``write``, ``switch``) and,
+inside ``inspect``, the slowest survey task's time (``survey_task_max``, direct read path);
 inside ``write``, the slowest task's time in the writer (``write_task_max``) and in its count
 and read-back (``check_task_max``).
 Both use one private redis-server with ``infra/redis.conf``'s hash settings, emptied between

@@ -26,6 +26,9 @@ def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=None, help="parallel writers")
     parser.add_argument("--force", action="store_true",
                         help="switch the alias even when it names a later interval")
+    parser.add_argument("--no-direct-read", dest="direct_read", action="store_false",
+                        help="read the embeddings through Spark SQL instead of pyarrow in the "
+                        "Spark tasks (same version and bytes; slower)")
 
 
 def publish_request(args: argparse.Namespace):
@@ -38,7 +41,7 @@ def publish_request(args: argparse.Namespace):
     ttl = int(parse_duration(args.ttl).total_seconds()) if args.ttl else None
     try:
         config = PublishConfig(ttl_s=ttl, codec=args.codec, partitions=args.partitions,
-                               force=args.force)
+                               force=args.force, direct_read=args.direct_read)
     except ValidationError as exc:
         raise ConfigError(f"invalid publish options: {exc}") from exc
     return interval, config

@@ -100,6 +100,12 @@ class FallbackLevel:
                 "item_prior_chunks": len(self.prior_chunks())}
 
 
+def has_tables(layout: DataLayout, interval: Interval) -> bool:
+    """True when both tables of the level are complete (:func:`read_fallback` reads them)."""
+    return all(is_complete(layout.output(EMBEDDINGS, interval, name))
+               for name in (CLUSTER_TABLE, ITEM_CLUSTERS_TABLE))
+
+
 def read_fallback(spark, layout: DataLayout, interval: Interval, model_version: str,
                   dim: int) -> FallbackLevel | None:
     """The interval's fallback level, or None when its tables are absent (or hold nothing
@@ -258,3 +264,11 @@ def write_item_clusters(server, version: str, level: FallbackLevel, ttl_s: int) 
     log.info("item -> cluster table: %d items, item priors: %d items; %d chunk(s) written and "
              "read back", len(level.item_ids), len(level.prior_ids), len(keyed))
     return len(keyed)
+
+
+def with_cluster_fields(users, cluster_users):
+    """Per-user (user_id, pairs, lp, ht) of the exact pairs plus the ``c<cluster>`` fields."""
+    from pyspark.sql import functions as F
+
+    return (users.unionByName(cluster_users).groupBy("user_id")
+            .agg(*(F.sum(c).alias(c) for c in ("pairs", "lp", "ht"))))

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from solaris_lib.cache import memory
-from solaris_lib.cache.nodes import key_slot
+from solaris_lib.cache.nodes import user_slots
 from solaris_lib.cache.writer import STATS_DDL, WriteTarget, write_partition
 
 
@@ -61,8 +61,7 @@ def _user_slots(batches: Iterator[pa.RecordBatch], value_bytes: int, key_head: i
 
 def _slots(users: np.ndarray) -> np.ndarray:
     """(u,) int32 Redis Cluster slot of each user's keys (the decimal id is the hash tag)."""
-    return np.fromiter((key_slot(str(u).encode()) for u in users.tolist()), np.int32,
-                       len(users))
+    return user_slots(users).astype(np.int32)
 
 
 def bytes_per_slot(users, value_bytes: int, key_head: int, limits: memory.HashLimits) -> list:

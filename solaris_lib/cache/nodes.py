@@ -13,6 +13,8 @@ import threading
 from binascii import crc_hqx
 from collections import deque
 
+import numpy as np
+
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import (
     CacheConnectionError,
@@ -20,6 +22,7 @@ from solaris_lib.cache.errors import (
     CacheProtocolError,
     CacheUnavailableError,
 )
+from solaris_lib.cache.memory import decimal_digits
 from solaris_lib.cache.resp import Connection, ReplyError, pack_command
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,37 @@ MAX_REDIRECTS = 2
 def key_slot(tag: bytes) -> int:
     """Redis Cluster slot of a key whose hash tag (or whole name, without braces) is ``tag``."""
     return crc_hqx(tag, 0) % SLOTS
+
+
+def _crc_table() -> np.ndarray:
+    """CRC-16/XMODEM (``crc_hqx``) of every byte value: the table of the byte-wise CRC."""
+    return np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.uint16)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def user_slots(users: np.ndarray) -> np.ndarray:
+    """(u,) int64 slot of each user id's keys (its decimal digits are the hash tag):
+    :func:`key_slot` vectorised, one table step per digit position (negative ids, which are
+    never published but are surveyed, one by one)."""
+    users = np.asarray(users, dtype=np.int64)
+    negative = users < 0
+    rest = np.where(negative, 0, users)
+    length = decimal_digits(rest)
+    digits = []  # ASCII digits, lowest place first
+    for _ in range(int(length.max(initial=0))):
+        digits.append((rest % 10).astype(np.uint8) + np.uint8(ord("0")))
+        rest = rest // 10
+    crc = np.zeros(len(users), np.uint16)
+    for place in range(len(digits) - 1, -1, -1):  # a user's bytes start at its highest place
+        index = (crc >> np.uint16(8)).astype(np.uint8) ^ digits[place]
+        step = (crc << np.uint16(8)) ^ _CRC_TABLE[index]
+        crc = np.where(length > place, step, crc)
+    slots = crc.astype(np.int64) % SLOTS
+    for at in np.flatnonzero(negative).tolist():
+        slots[at] = key_slot(str(int(users[at])).encode())
+    return slots
 
 
 def hash_tag(key: str | bytes) -> bytes:

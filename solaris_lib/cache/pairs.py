@@ -51,7 +51,10 @@ def non_finite_fp16(values: np.ndarray) -> np.ndarray:
     """(n,) True where a row of fp16 bytes (n, 2 * dim) holds an inf or a nan (every exponent
     bit of a value set)."""
     halves = np.ascontiguousarray(values).view("<u2")
-    return ((halves & _FP16_EXPONENT) == _FP16_EXPONENT).any(axis=1)
+    bad = (halves & _FP16_EXPONENT) == _FP16_EXPONENT
+    if not bad.any():  # one pass over the flat array: the common case
+        return np.zeros(len(halves), dtype=bool)
+    return bad.any(axis=1)
 
 
 def sort_runs(users: np.ndarray, items: np.ndarray, values: np.ndarray
@@ -62,8 +65,28 @@ def sort_runs(users: np.ndarray, items: np.ndarray, values: np.ndarray
     if (np.all(users[1:] >= users[:-1])
             and np.all(items[1:][same_user] >= items[:-1][same_user])):
         return users, items, values
-    order = np.lexsort((items, users))
+    order = _user_item_order(users, items, same_user)
     return users[order], items[order], values[order]
+
+
+def _user_item_order(users: np.ndarray, items: np.ndarray, same_user: np.ndarray
+                     ) -> np.ndarray:
+    """Stable order by (user, item): one argsort of ``rank * span + item`` (``rank``: the
+    user's rank among the batch's users, from its runs' first rows when each user is one
+    run; ``span``: the items' range) when that fits an int64, else a lexsort."""
+    runs = np.r_[0, np.cumsum(~same_user)]
+    heads = users[np.r_[True, ~same_user]]
+    if len(np.unique(heads)) == len(heads):
+        head_rank = np.empty(len(heads), np.int64)
+        head_rank[np.argsort(heads, kind="stable")] = np.arange(len(heads))
+        rank = head_rank[runs]
+    else:
+        rank = np.unique(users, return_inverse=True)[1].reshape(-1)
+    low, high = int(items.min()), int(items.max())
+    span = high - low + 1
+    if (int(rank.max()) + 1) * span >= 2**63:
+        return np.lexsort((items, users))
+    return np.argsort(rank.astype(np.int64) * span + (items - low), kind="stable")
 
 
 def dedupe(users: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -109,17 +132,17 @@ def field_names(items: np.ndarray) -> list[str]:
 
 def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
     """``HSET key field value ...`` as RESP; ``items`` (k,) int64 (an item id, or a cluster row
-    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8.
+    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8. (One user;
+    :func:`hset_pieces` encodes many users at once, in the same bytes when their items
+    are sorted.)
 
     Pairs are emitted grouped by kind and digit count (field order does not matter to HSET),
     so each group is a fixed-width record matrix filled by column slices.
     """
-    key_bytes = key.encode()
-    parts = [b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * len(items), len(key_bytes),
-                                                     key_bytes)]
     cluster = items < 0
     numbers = np.where(cluster, -1 - items, items)
     digits = decimal_digits(numbers)
+    parts = [_hset_head(key.encode(), len(items))]
     for is_cluster in (True, False):
         for length in np.unique(digits[cluster == is_cluster]).tolist():
             chosen = (digits == length) & (cluster == is_cluster)
@@ -128,20 +151,69 @@ def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
     return b"".join(parts)
 
 
+def _hset_head(key: bytes, pairs: int) -> bytes:
+    return b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * pairs, len(key), key)
+
+
+def hset_pieces(keys: list[bytes], starts: np.ndarray, items: np.ndarray,
+                values: np.ndarray) -> list[list[bytes | memoryview]]:
+    """One ``HSET`` per run of rows, as the pieces that joined make it (no copy of the
+    values until the pipeline joins its payload): run ``k`` (rows ``starts[k]`` up to the
+    next start) into ``keys[k]``; ``items`` (n,) int64 sorted within each run (so its
+    fields of one kind and digit count are consecutive rows), ``values`` (n, w) uint8.
+
+    The pair records of each (kind, digit count) are built once for the whole batch; a run
+    is its head plus views of them (one per kind and digit count it holds).
+    """
+    if not len(items):
+        return []
+    cluster = items < 0
+    numbers = np.where(cluster, -1 - items, items)
+    group = decimal_digits(numbers) + 32 * cluster
+    blobs: dict[int, tuple[memoryview, int]] = {}
+    rank = np.empty(len(items), np.int64)
+    for key in np.unique(group).tolist():
+        rows = np.flatnonzero(group == key)
+        rank[rows] = np.arange(len(rows))
+        every = len(rows) == len(items)  # one kind and digit count: no gather
+        records = _pair_records(numbers if every else numbers[rows],
+                                values if every else values[rows], key % 32,
+                                b"c" if key >= 32 else b"")
+        blobs[key] = (memoryview(records.reshape(-1)), records.shape[1])
+    ends = np.r_[starts[1:], len(items)]
+    cuts = np.union1d(np.flatnonzero(np.r_[True, group[1:] != group[:-1]]), starts)
+    first_cut = np.searchsorted(cuts, starts).tolist()
+    bounds = np.r_[cuts, len(items)].tolist()
+    kinds, ranks = group[cuts].tolist(), rank[cuts].tolist()
+    commands = []
+    for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        pieces: list[bytes | memoryview] = [_hset_head(keys[k], end - start)]
+        at = first_cut[k]
+        while at < len(kinds) and bounds[at] < end:
+            blob, width = blobs[kinds[at]]
+            first = ranks[at] * width
+            pieces.append(blob[first:first + (bounds[at + 1] - bounds[at]) * width])
+            at += 1
+        commands.append(pieces)
+    return commands
+
+
 def _pair_records(items: np.ndarray, values: np.ndarray, length: int,
                   lead: bytes = b"") -> np.ndarray:
-    """(k, record) uint8 RESP of k pairs: ``$<len> CRLF lead digits CRLF $<w> CRLF value CRLF``."""
+    """(k, record) uint8 RESP of k pairs: ``$<len> CRLF lead digits CRLF $<w> CRLF value CRLF``.
+
+    Every row starts as a template copy; then the digits (one column per decimal place,
+    lowest first) and the values are written in."""
     head = b"$%d\r\n%s" % (length + len(lead), lead)
     middle = b"\r\n$%d\r\n" % values.shape[1]
-    a = len(head)
-    b = a + length
-    c = b + len(middle)
-    d = c + values.shape[1]
-    records = np.empty((len(items), d + 2), dtype=np.uint8)
-    records[:, :a] = np.frombuffer(head, dtype=np.uint8)
-    powers = 10 ** np.arange(length - 1, -1, -1, dtype=np.int64)
-    records[:, a:b] = items[:, None] // powers % 10 + ord("0")
-    records[:, b:c] = np.frombuffer(middle, dtype=np.uint8)
-    records[:, c:d] = values
-    records[:, d:] = (13, 10)
+    template = head + b"0" * length + middle + bytes(values.shape[1]) + b"\r\n"
+    records = np.empty((len(items), len(template)), dtype=np.uint8)
+    records[:] = np.frombuffer(template, dtype=np.uint8)
+    rest = np.array(items, dtype=np.int64)
+    for column in range(len(head) + length - 1, len(head) - 1, -1):
+        quotient = rest // 10
+        records[:, column] = rest - quotient * 10 + ord("0")
+        rest = quotient
+    start = len(head) + length + len(middle)
+    records[:, start:start + values.shape[1]] = values
     return records

@@ -7,21 +7,24 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
                 writes nothing), else it stops here with PublishPermissionError
 1. ``inspect``  columns; one Spark job over the table for the model version, the dimension,
                 the rows per quarantine reason, the content digest, the users whose rows are
-                not one run of one input partition, and the memory estimate per slot (from
-                per-user pair counts); the hierarchical fallback level when the interval has
-                its tables (:mod:`solaris_lib.cache.fallback`) -> the deterministic version id
+                not one run of one slice or input partition, and the memory estimate per slot
+                (from per-user pair counts); the hierarchical fallback level when the
+                interval has its tables (:mod:`solaris_lib.cache.fallback`) -> the
+                deterministic version id. Read directly with pyarrow in the Spark tasks
+                (``PublishConfig.direct_read``, the default) or through Spark SQL (without it,
+                and always with the fallback level): :mod:`solaris_lib.cache.inputs`
 2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
 3. ``estimate`` bytes per master (with the fallback level: counted again with its fields);
                 refuse when they will not fit
 4. ``write``    manifest (state ``writing``), the fallback's item -> cluster chunks (read
-                back), then every Spark partition, pipelined, in the input's order (only the
-                rows of users that are not one run of one partition are shuffled by user,
-                or every row with the fallback level); each task
-                then counts the fields its users hold on the server and reads back a
-                hash-chosen sample of its pairs. Checked: pairs written + duplicates +
-                non-finite = publishable rows, fields on the server = pairs written, every
-                sampled pair equal to its input bytes and values; the same for the
-                fallback level's ``c<cluster>`` fields, counted apart
+                back), then every slice (direct read) or Spark partition, pipelined, in the
+                input's order (only the rows of users that are not one run of one slice or
+                partition are shuffled by user, or every row with the fallback level); each
+                task then counts the fields its users hold on the server and reads back a
+                hash-chosen sample of its pairs. Checked (:mod:`solaris_lib.cache.checks`):
+                pairs written + duplicates + non-finite = publishable rows, fields on the
+                server = pairs written, every sampled pair equal to its input bytes and
+                values; the same for the fallback level's ``c<cluster>`` fields, counted apart
 5. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
 6. ``quarantine`` (when rows were refused) the refused rows with their reason
 
@@ -43,18 +46,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.cache import frames, memory
 from solaris_lib.cache.access import check_publisher_access
+from solaris_lib.cache.checks import check_cluster_counts, check_counts, run_write
 from solaris_lib.cache.errors import (
     CacheProtocolError,
     CacheUnavailableError,
     InsufficientMemoryError,
     PublishError,
     PublishInputError,
-    VerificationError,
 )
 from solaris_lib.cache.fallback import (
     FallbackLevel,
     chunk_bytes,
+    has_tables,
     read_fallback,
+    with_cluster_fields,
     write_item_clusters,
 )
 from solaris_lib.cache.format import (
@@ -66,22 +71,10 @@ from solaris_lib.cache.format import (
     data_key_head,
     version_id,
 )
+from solaris_lib.cache.inputs import DirectInput, SparkInput
 from solaris_lib.cache.nodes import hash_tag
 from solaris_lib.cache.server import CacheServer
-from solaris_lib.cache.validate import (
-    COLUMNS,
-    REASON,
-    Survey,
-    check_columns,
-    fold,
-    interpret,
-    non_finite,
-    publishable_users,
-    published_slots,
-    reason,
-    scattered_users,
-    user_groups,
-)
+from solaris_lib.cache.validate import REASON, Survey, non_finite, reason
 from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
@@ -109,6 +102,9 @@ class PublishConfig(BaseModel):
     write_timeout_s: float = Field(60.0, gt=0, description="Deadline of one pipelined send.")
     force: bool = Field(False, description="Switch the alias even when it names a later "
                         "interval (backfills normally leave it).")
+    direct_read: bool = Field(True, description="Read the parquet files with pyarrow in the "
+                              "Spark tasks (solaris_lib.cache.inputs); False: Spark SQL reads "
+                              "them (the JVM path, always used with the fallback level).")
 
 
 @dataclass
@@ -179,6 +175,8 @@ class _Run:
         self.server: CacheServer | None = None
         self.seconds: dict[str, float] = {}
         self.slots: list[dict] = []  # memory estimate per cluster slot, from the survey
+        self.input: DirectInput | SparkInput | None = None
+        self.found: Survey | None = None
         self.current_phase: str | None = None
         self.alias_sent = False
         self._clock = time.perf_counter()
@@ -194,47 +192,47 @@ class _Run:
 
     def execute(self) -> PublishReport:
         self._phase("inspect")
-        source = self.layout.output(EMBEDDINGS, self.interval)
-        frame = self._read(source)
-        # not persisted: the one job of the survey lets adaptive execution size its partitions
-        # (a cached frame keeps every shuffle partition); the rare uses below recompute it
-        groups = user_groups(frame, frames.field_sizes())
-        found = self._survey(groups, source)
-        valid = frame.where(reason(found.model_version, found.dim).isNull())
+        self.input = self._input(self.layout.output(EMBEDDINGS, self.interval))
+        found = self.found = self._survey()
         fallback = read_fallback(self.spark, self.layout, self.interval,
                                  found.model_version, found.dim)
         # the fallback's rows join their users' exact rows: with it, every row is shuffled
-        scattered = (scattered_users(groups, found, SCATTERED_LIMIT) if fallback is None
+        scattered = (self.input.scattered(found, SCATTERED_LIMIT) if fallback is None
                      else None)
-        report = self._publish_valid(valid.select("user_id", "item_id", "embedding"),
-                                     publishable_users(groups, found), found, fallback,
-                                     scattered)
+        report = self._publish_valid(found, fallback, scattered)
         if report.status != "published" or not report.quarantined:
             self._phase(None)
             return report
         self._phase("quarantine")
-        self._quarantine(frame, found, report)
+        self._quarantine(self.input.frame, found, report)
         self._phase(None)
         return report
 
-    def _survey(self, groups, source: str) -> Survey:
-        """Totals and, in the same Spark job, the memory estimate per slot (``self.slots``) of
-        each group (a version id always has the same length, so the key length is known)."""
-        key_head = len(data_key_head(self.settings.redis_key_prefix,
-                                     f"{self.interval.key}-{'0' * 10}"))
-        value_factor = Codec(self.config.codec, 1).value_bytes // 2
-        tallied = frames.tally(groups, value_factor, key_head, self.server.hash_limits())
-        found = interpret(fold(tallied), source)
-        self.slots = published_slots(tallied, found)
-        return found
-
-    def _read(self, source: str):
+    def _input(self, source: str) -> DirectInput | SparkInput:
+        """The read path (:mod:`solaris_lib.cache.inputs`): direct unless turned off or the
+        interval has the fallback level's tables."""
         if not is_complete(source):
             raise PublishInputError(f"{source}: no complete embeddings partition for "
                                     f"{self.interval} (missing or without _SUCCESS)")
-        frame = self.spark.read.parquet(source)
-        check_columns(frame, source)
-        return frame.select(*COLUMNS)
+        if self.config.direct_read and not has_tables(self.layout, self.interval):
+            return DirectInput(self.spark, source, self._partitions())
+        return SparkInput(self.spark, source)
+
+    def _partitions(self) -> int:
+        return self.config.partitions or self.spark.sparkContext.defaultParallelism
+
+    def _survey(self) -> Survey:
+        """Totals and the memory estimate per slot (``self.slots``) of the published group
+        (a version id always has the same length, so the key length is known)."""
+        key_head = len(data_key_head(self.settings.redis_key_prefix,
+                                     f"{self.interval.key}-{'0' * 10}"))
+        value_factor = Codec(self.config.codec, 1).value_bytes // 2
+        found, self.slots = self.input.survey(value_factor, key_head, self.server.hash_limits())
+        if isinstance(self.input, DirectInput):
+            self.seconds["survey_task_max"] = round(self.input.merged.task_seconds, 3)
+        log.info("survey (%s read): %d rows, %d publishable, %d scattered users",
+                 self.input.name, found.rows, found.valid_rows, found.scattered)
+        return found
 
     def _quarantine(self, frame, found: Survey, report: PublishReport) -> None:
         """Write the refused rows with their reason (the writer's non-finite rows included)."""
@@ -250,7 +248,7 @@ class _Run:
         log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
                     found.rows, target, report.quarantined)
 
-    def _publish_valid(self, valid, users, found: Survey, fallback: FallbackLevel | None,
+    def _publish_valid(self, found: Survey, fallback: FallbackLevel | None,
                        scattered: list[int] | None) -> PublishReport:
         codec = Codec(self.config.codec, found.dim)
         version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
@@ -266,9 +264,9 @@ class _Run:
         if self._nothing_to_do(report):
             return report
         self._phase("estimate")
-        self._check_memory(users, codec, report, fallback)
+        self._check_memory(codec, report, fallback)
         self._phase("write")
-        manifest = self._write(valid, codec, report, found, fallback, scattered)
+        manifest = self._write(codec, report, found, fallback, scattered)
         self._phase("switch")
         return self._switch(report, manifest)
 
@@ -287,12 +285,13 @@ class _Run:
             return True
         return False
 
-    def _check_memory(self, users, codec: Codec, report: PublishReport,
+    def _check_memory(self, codec: Codec, report: PublishReport,
                       fallback: FallbackLevel | None) -> None:
         limits = self.server.hash_limits()
         slots = self.slots
         if fallback is not None:  # the c<cluster> fields change the users' encodings
-            users = _with_cluster_fields(users, fallback.users)
+            users = with_cluster_fields(self.input.users(self.found),
+                                         fallback.users)
             key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
             slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
         needed: dict[tuple[str, int], int] = {}
@@ -330,7 +329,7 @@ class _Run:
                     f"Nothing was written; {report.previous_version or 'no version'} is still "
                     f"served.", required, free)
 
-    def _write(self, valid, codec: Codec, report: PublishReport, found: Survey,
+    def _write(self, codec: Codec, report: PublishReport, found: Survey,
                fallback: FallbackLevel | None, scattered: list[int] | None) -> Manifest:
         """Write the manifest (state writing), the fallback's item table and every pair
         (``scattered``: see :func:`frames.write`); check the counts."""
@@ -347,17 +346,18 @@ class _Run:
         self.server.write_manifest(manifest)
         if fallback is not None:
             write_item_clusters(self.server, report.version, fallback, self.ttl_s)
-            valid = valid.unionByName(fallback.rows)
         target = WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix,
                              report.version, codec.name, codec.dim, self.ttl_s,
                              max(1, valid_rows // self.config.verify_sample),
                              self.config.pipeline_bytes, self.config.write_timeout_s,
                              max(1, cluster_rows // self.config.verify_sample))
-        partitions = self.config.partitions or self.spark.sparkContext.defaultParallelism
         started = time.perf_counter()
         log.info("write: %s", "every row shuffled by user" if scattered is None else
                  f"input order kept, {len(scattered)} scattered users shuffled")
-        stats = _run_spark(lambda: frames.write(valid, target, partitions, scattered), report)
+        extra = fallback.rows if fallback is not None else None
+        stats = run_write(lambda: self.input.write(found, target, self._partitions(),
+                                                   scattered, extra),
+                          report.version, report.previous_version, report.ttl_s)
         totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
         elapsed = time.perf_counter() - started
         log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
@@ -366,8 +366,8 @@ class _Run:
         # the slowest task's time in the writer, and in its count and read-back
         for name, column in (("write_task_max", "seconds"), ("check_task_max", "check_seconds")):
             self.seconds[name] = round(max((s[column] for s in stats), default=0.0), 3)
-        _check_counts(totals, valid_rows, report.version)
-        _check_cluster_counts(totals, cluster_rows, report.version)
+        check_counts(totals, valid_rows, report.version)
+        check_cluster_counts(totals, cluster_rows, report.version)
         report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],
                                                          totals["duplicates"])
         report.cluster_pairs = totals["cluster_pairs"]
@@ -391,64 +391,3 @@ class _Run:
         log.info("%s: alias -> %s (was %s)", report.status, report.served_version,
                  report.previous_version)
         return report
-
-
-def _check_counts(totals: dict[str, int], valid_rows: int, version: str) -> None:
-    if not totals["pairs"]:
-        raise PublishInputError(f"version {version}: every publishable row had an inf or nan "
-                                f"embedding; nothing to serve, the alias was not switched")
-    if totals["pairs"] + totals["duplicates"] + totals["non_finite"] != valid_rows:
-        raise VerificationError(
-            f"version {version}: {totals['pairs']} pairs written + {totals['duplicates']} "
-            f"duplicates + {totals['non_finite']} non-finite != {valid_rows} publishable rows; "
-            f"the alias was not switched")
-    if totals["fields_on_server"] != totals["pairs"] + totals["cluster_pairs"]:
-        raise VerificationError(
-            f"version {version}: the server holds {totals['fields_on_server']} fields but "
-            f"{totals['pairs']} pairs and {totals['cluster_pairs']} cluster rows were written "
-            f"(evicted or lost); the alias was not switched")
-    if totals["mismatched"] or (totals["pairs"] and not totals["verified"]):
-        raise VerificationError(
-            f"version {version}: {totals['mismatched']} of {totals['verified']} sampled pairs "
-            f"read back differ from the input; the alias was not switched")
-
-
-def _check_cluster_counts(totals: dict[str, int], cluster_rows: int, version: str) -> None:
-    """The fallback level's rows: all accounted for, and some of them read back."""
-    done = totals["cluster_pairs"] + totals["cluster_duplicates"] + totals["cluster_non_finite"]
-    if done != cluster_rows:
-        raise VerificationError(
-            f"version {version}: {totals['cluster_pairs']} cluster rows written + "
-            f"{totals['cluster_duplicates']} duplicates + {totals['cluster_non_finite']} "
-            f"non-finite != {cluster_rows} servable cluster rows; the alias was not switched")
-    if totals["cluster_pairs"] and not totals["cluster_verified"]:
-        raise VerificationError(f"version {version}: no cluster row was read back; the alias "
-                                f"was not switched")
-
-
-def _with_cluster_fields(users, cluster_users):
-    """Per-user (user_id, pairs, lp, ht) of the exact pairs plus the ``c<cluster>`` fields."""
-    from pyspark.sql import functions as F
-
-    return (users.unionByName(cluster_users).groupBy("user_id")
-            .agg(*(F.sum(c).alias(c) for c in ("pairs", "lp", "ht"))))
-
-
-def _run_spark(action: Callable[[], list], report: PublishReport) -> list:
-    """Run a Spark action; an executor failure becomes a PublishError naming the cause."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
-    try:
-        return action()
-    except (PySparkException, Py4JJavaError) as exc:
-        cause = _root_cause(str(exc))
-        raise PublishError(f"writing version {report.version} failed: {cause}. The alias was "
-                           f"not switched; {report.previous_version or 'no version'} is still "
-                           f"served and the partial version expires in {report.ttl_s} s.") from exc
-
-
-def _root_cause(text: str) -> str:
-    """The last ``SomeError: message`` line of a Python traceback inside a Spark error."""
-    lines = [line.strip() for line in text.splitlines() if "Error: " in line]
-    return lines[-1][:500] if lines else text.strip().splitlines()[0][:500]

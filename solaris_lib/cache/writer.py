@@ -7,7 +7,8 @@ input's order changed: nothing is switched). Rows with an inf or a nan are dropp
 counted (the publisher quarantines them afterwards); copies of a pair are resolved by
 :func:`pairs.dedupe`. Per user, one ``HSET key item value ...`` and one ``EXPIRE key ttl`` go
 into the buffer of the node owning the user's slot; a buffer is sent when it reaches
-``pipeline_bytes``, on a sender thread while the next users are encoded (one send in flight).
+``pipeline_bytes``, on a sender thread while the next users are encoded (up to
+:data:`SENDS_IN_FLIGHT` sends queued, so Redis has work while a batch is read and sorted).
 After the partition:
 
 * pipelined ``HLEN`` of every written key counts the fields the server holds (row-count check);
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +44,7 @@ from solaris_lib.cache.nodes import MAX_REDIRECTS, NodePool, make_router
 from solaris_lib.cache.resp import ReplyError, pack_command
 
 log = logging.getLogger(__name__)
+SENDS_IN_FLIGHT = 4  # pipelined payloads queued on the sender thread (each ~pipeline_bytes)
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in (
     "pairs", "duplicates", "non_finite", "users", "fields_on_server", "verified", "mismatched",
     "bytes_sent", "cluster_pairs", "cluster_duplicates", "cluster_non_finite",
@@ -69,7 +73,7 @@ class WriteTarget:
 class _NodeBuffer:
     """Commands waiting for one node, with each user's hash tag (to re-route them)."""
 
-    parts: list[bytes] = field(default_factory=list)
+    parts: list[list[bytes | memoryview]] = field(default_factory=list)  # one per user
     tags: list[bytes] = field(default_factory=list)
     size: int = 0
 
@@ -99,7 +103,7 @@ class PartitionWriter:
         self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="solaris-write")
-        self.in_flight: tuple[NodePool, _NodeBuffer, int, Future] | None = None
+        self.in_flight: deque[tuple[NodePool, _NodeBuffer, int, Future]] = deque()
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
         self.started = time.perf_counter()
 
@@ -134,8 +138,9 @@ class PartitionWriter:
             return
         users, items, fp16 = pairs.sort_runs(users, items, fp16)
         keep = pairs.dedupe(users, items, fp16)
-        self._count("duplicates", items, ~keep)
-        users, items, fp16 = users[keep], items[keep], fp16[keep]
+        if not keep.all():
+            self._count("duplicates", items, ~keep)
+            users, items, fp16 = users[keep], items[keep], fp16[keep]
         values = self.codec.from_fp16(fp16)
         self._count("pairs", items, np.ones(len(items), dtype=bool))
         chosen = pairs.sampled(users, items, self.target.sample_modulus,
@@ -144,12 +149,16 @@ class PartitionWriter:
         ends = np.r_[starts[1:], len(users)]
         self.users_written.append(users[starts])
         self.counts["users"] += len(starts)
-        sampled_runs = np.add.reduceat(chosen, starts) > 0
-        for start, end, sample in zip(starts.tolist(), ends.tolist(), sampled_runs.tolist(),
-                                      strict=True):
-            part = slice(start, end)
-            self._buffer_user(int(users[start]), items[part], values[part], fp16[part],
-                              chosen[part] if sample else None)
+        user_ids = users[starts].tolist()
+        keys = [f"{self.head}{user}}}" for user in user_ids]
+        commands = pairs.hset_pieces([key.encode() for key in keys], starts, items, values)
+        sampled_runs = (np.add.reduceat(chosen, starts) > 0).tolist()
+        for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            sample = None
+            if sampled_runs[k]:
+                part = np.flatnonzero(chosen[start:end]) + start
+                sample = _Sample(keys[k], items[part], values[part], fp16[part])
+            self._buffer_user(user_ids[k], keys[k], commands[k], sample)
 
     def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
         """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
@@ -157,47 +166,49 @@ class PartitionWriter:
         self.counts[name] += int(np.count_nonzero(chosen)) - clusters
         self.counts[f"cluster_{name}"] += clusters
 
-    def _buffer_user(self, user: int, items: np.ndarray, values: np.ndarray,
-                     fp16: np.ndarray, chosen: np.ndarray | None) -> None:
-        """One user's HSET + EXPIRE into its node's buffer; ``chosen``: its sampled pairs."""
-        key = f"{self.head}{user}}}"
+    def _buffer_user(self, user: int, key: str, hset: list[bytes | memoryview],
+                     sample: _Sample | None) -> None:
+        """One user's HSET (the pieces of ``hset``) + EXPIRE into its node's buffer, and its
+        sampled pairs."""
         tag = str(user).encode()
-        command = (pairs.hset_command(key, items, values)
-                   + pack_command("EXPIRE", key, self.target.ttl_s))
+        command = [*hset, pack_command("EXPIRE", key, self.target.ttl_s)]
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
-        if chosen is not None:
-            self.samples.setdefault(pool, []).append(
-                _Sample(key, items[chosen], values[chosen], fp16[chosen]))
+        if sample is not None:
+            self.samples.setdefault(pool, []).append(sample)
         self._append(pool, tag, command)
 
-    def _append(self, pool: NodePool, tag: bytes, command: bytes) -> None:
+    def _append(self, pool: NodePool, tag: bytes, command: list[bytes | memoryview]) -> None:
         buffer = self.buffers.setdefault(pool, _NodeBuffer())
         buffer.parts.append(command)
         buffer.tags.append(tag)
-        buffer.size += len(command)
+        buffer.size += sum(len(piece) for piece in command)
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(pool)
 
     def _flush(self, pool: NodePool) -> None:
-        """Hand the node's buffer to the sender thread (after the previous send's replies are
-        in), so the next users are encoded while Redis runs these commands."""
+        """Queue the node's buffer on the sender thread (first settling the oldest send when
+        :data:`SENDS_IN_FLIGHT` are queued), so the next users are encoded while Redis runs
+        these commands."""
         buffer = self.buffers.pop(pool, None)
         if buffer is None or not buffer.parts:
             return
-        self._settle()
-        payload = b"".join(buffer.parts)
+        if len(self.in_flight) >= SENDS_IN_FLIGHT:
+            self._settle_oldest()
+        payload = _join(buffer.parts)
         future = self.sender.submit(pool.request, payload, 2 * len(buffer.parts),
                                     self._deadline())
-        self.in_flight = (pool, buffer, len(payload), future)
+        self.in_flight.append((pool, buffer, len(payload), future))
+
+    def _settle_oldest(self) -> None:
+        """Wait for the oldest send (its errors are raised here) and check its replies."""
+        pool, buffer, size, future = self.in_flight.popleft()
+        self._check(pool, buffer, size, future.result(), 0)
 
     def _settle(self) -> None:
-        """Wait for the send in flight (its errors are raised here) and check its replies."""
-        if self.in_flight is None:
-            return
-        pool, buffer, size, future = self.in_flight
-        self.in_flight = None
-        self._check(pool, buffer, size, future.result(), 0)
+        """Wait for every queued send and check their replies, in order."""
+        while self.in_flight:
+            self._settle_oldest()
 
     def _check(self, pool: NodePool, buffer: _NodeBuffer, size: int, replies: list,
                attempt: int) -> None:
@@ -220,7 +231,7 @@ class PartitionWriter:
             target.parts.append(command)
             target.tags.append(tag)
         for pool, target in targets.items():
-            payload = b"".join(target.parts)
+            payload = _join(target.parts)
             replies = pool.request(payload, 2 * len(target.parts), self._deadline())
             self._check(pool, target, len(payload), replies, attempt + 1)
 
@@ -277,6 +288,11 @@ class PartitionWriter:
             self.counts["verified"] += len(same)
             self.counts["cluster_verified"] += int(np.count_nonzero(sample.items < 0))
             self.counts["mismatched"] += len(same) - int(same.sum())
+
+
+def _join(commands: list[list[bytes | memoryview]]) -> bytes:
+    """One payload of the users' commands (each a list of pieces), in order."""
+    return b"".join(chain.from_iterable(commands))
 
 
 def write_partition(batches: Iterator[pa.RecordBatch], target: WriteTarget

@@ -73,3 +73,35 @@ def test_sort_runs_orders_by_user_then_item_and_keeps_copies_in_order():
     assert got_values[:, 0].tolist() == [8, 6, 2, 0, 4]  # the two (5, 9) copies keep order
     ordered = pairs.sort_runs(got_users, got_items, got_values)
     assert all(a is b for a, b in zip(ordered, (got_users, got_items, got_values), strict=True))
+
+
+def test_hset_pieces_of_many_users_pack_each_run_in_row_order():
+    rng = np.random.default_rng(9)
+    pool = np.r_[-1 - np.arange(120), 10 ** np.arange(15), rng.integers(0, 2**62, 50)]
+    runs = [np.sort(rng.choice(pool, k, replace=False)) for k in (1, 7, 40, 3, 90)]
+    items = np.concatenate(runs).astype(np.int64)
+    values = rng.integers(0, 256, (len(items), 6), dtype=np.uint8)
+    starts = np.cumsum([0] + [len(r) for r in runs[:-1]])
+    keys = [f"p:e:v:{{{u}}}".encode() for u in range(len(runs))]
+    got = [b"".join(pieces) for pieces in pairs.hset_pieces(keys, starts, items, values)]
+    ends = np.r_[starts[1:], len(items)]
+    for command, key, a, b in zip(got, keys, starts, ends, strict=True):
+        fields = [str(i) if i >= 0 else f"c{-1 - i}" for i in items[a:b].tolist()]
+        flat = [part for f, v in zip(fields, values[a:b], strict=True)
+                for part in (f, v.tobytes())]
+        assert command == pack_command("HSET", key, *flat)
+    assert pairs.hset_pieces([], np.zeros(0, np.int64), items[:0], values[:0]) == []
+
+
+def test_sort_runs_orders_by_user_then_item_stably_whatever_the_range():
+    rng = np.random.default_rng(4)
+    for items in (rng.integers(0, 50, 300), rng.integers(-2**62, 2**62, 300)):
+        values = np.arange(300, dtype=np.int32).reshape(300, 1)
+        mixed = rng.permutation(np.repeat([5, 1, 9], 100))  # users apart
+        runs = np.repeat([5, 1, 9], 100)  # one run each
+        for users in (mixed, runs):
+            got = pairs.sort_runs(users, items.astype(np.int64), values)
+            order = sorted(range(300), key=lambda k: (users[k], items[k], k))
+            assert got[0].tolist() == users[order].tolist()
+            assert got[1].tolist() == items[order].tolist()
+            assert got[2][:, 0].tolist() == order

@@ -1,10 +1,11 @@
 """RESP2 packing and the key-slot hash, against the protocol and Redis Cluster specs."""
 
+import numpy as np
 import pytest
 from redis.crc import key_slot as redis_py_key_slot
 
 from solaris_lib.cache.errors import CacheTimeoutError
-from solaris_lib.cache.nodes import hash_tag, key_slot
+from solaris_lib.cache.nodes import hash_tag, key_slot, user_slots
 from solaris_lib.cache.resp import pack_command, pack_hmget, remaining
 
 
@@ -38,3 +39,13 @@ def test_hash_tag_rules():
 def test_a_passed_deadline_is_a_timeout():
     with pytest.raises(CacheTimeoutError):
         remaining(0.0)
+
+
+def test_user_slots_equal_key_slot_of_the_decimal_ids():
+    rng = np.random.default_rng(2)
+    users = np.r_[0, 1, 9, 10, 99, 100, 10**18 - 1, 10**18, 2**63 - 1, -1, -3, -2**63,
+                  rng.integers(0, 2**63 - 1, 500), rng.integers(0, 10**6, 500)]
+    assert user_slots(users).tolist() == [redis_py_key_slot(str(u).encode()) for u in
+                                          users.tolist()]
+    assert user_slots(np.zeros(0, np.int64)).tolist() == []
+
