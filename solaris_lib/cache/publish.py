@@ -209,13 +209,18 @@ class _Run:
         return report
 
     def _input(self, source: str) -> DirectInput | SparkInput:
-        """The read path (:mod:`solaris_lib.cache.inputs`): direct unless turned off or the
-        interval has the fallback level's tables."""
+        """The read path (:mod:`solaris_lib.cache.inputs`): direct unless turned off, the
+        interval has the fallback level's tables, or a file's column types are not the plain
+        ones the direct path reads (Spark SQL then reads and checks them)."""
         if not is_complete(source):
             raise PublishInputError(f"{source}: no complete embeddings partition for "
                                     f"{self.interval} (missing or without _SUCCESS)")
         if self.config.direct_read and not has_tables(self.layout, self.interval):
-            return DirectInput(self.spark, source, self._partitions())
+            try:
+                return DirectInput(self.spark, source, self._partitions())
+            except PublishInputError as exc:  # e.g. a dictionary-encoded string column
+                log.info("the direct read path cannot take %s (%s): Spark SQL reads it",
+                         source, exc)
         return SparkInput(self.spark, source)
 
     def _partitions(self) -> int:

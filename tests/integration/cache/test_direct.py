@@ -143,3 +143,21 @@ def test_contiguous_users_need_no_shuffle_whatever_the_slices(spark, settings_fo
     assert (report.pairs, report.users) == (280, 40)
     found, _ = DirectInput(spark, path, 6).survey(1, 30, HashLimits())
     assert found.scattered == 0
+
+
+def test_a_dictionary_encoded_column_is_read_by_spark_sql(spark, settings_for, redis_url,
+                                                          key_prefix, caplog):
+    settings = settings_for(redis_url)
+    table = embeddings_table(users=6, per_user=4, seed=9)
+    column = table.schema.get_field_index("model_version")
+    table = table.set_column(column, "model_version",
+                             table.column("model_version").dictionary_encode())
+    path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
+    with atomic_folder(path) as staging:
+        pq.write_table(table, f"{staging}/part-00000.parquet", use_dictionary=False)
+    with pytest.raises(Exception, match="model_version"):
+        DirectInput(spark, path, 2)
+    with caplog.at_level("INFO", logger="solaris_lib.cache.publish"):
+        report = publish(spark, settings, INTERVAL, PublishConfig(partitions=2))
+    assert (report.status, report.pairs, report.users) == ("published", 24, 6)
+    assert "Spark SQL reads it" in caplog.text
