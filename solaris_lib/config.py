@@ -47,8 +47,9 @@ class SolarisSettings(BaseSettings):
     spark_local_memory: str = Field(
         default="2g",
         pattern=r"^[0-9]+[kmgt]?$",
-        description="Driver memory of sessions started outside spark-submit (CLI, tests); "
-        "in local[N] all of Spark's memory, e.g. 8g for speculation-eval on large logs.",
+        description="Memory of a local[N] session started outside spark-submit (CLI, tests, "
+        "benchmarks): the driver's, which is all of Spark's there; e.g. 8g for "
+        "speculation-eval on large logs.",
     )
     model_dir: str | None = Field(
         default=None,

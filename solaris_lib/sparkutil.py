@@ -26,7 +26,6 @@ LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
-    "spark.driver.memory": "2g",
 }
 
 
@@ -44,7 +43,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     """Get or create the SparkSession for ``app_name``.
 
     ``master`` None means "whatever spark-submit configured" (the job case); pass one for
-    tests and CLI runs. Local masters get small shuffles and no UI.
+    tests and CLI runs. Local masters get small shuffles, no UI and
+    ``SOLARIS_SPARK_LOCAL_MEMORY`` (2g) of memory.
     """
     try:
         from pyspark.sql import SparkSession
@@ -56,7 +56,10 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     if master is not None:
         builder = builder.master(master)
         if master.startswith("local"):
+            from solaris_lib.config import load_settings
+
             settings.update(LOCAL_CONF)
+            settings["spark.driver.memory"] = load_settings().spark_local_memory
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

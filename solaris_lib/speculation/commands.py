@@ -52,9 +52,7 @@ def _evaluate(args) -> int:
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
     )
-    settings = load_settings()
-    spark = get_spark("solaris-speculation-eval", master=settings.spark_master,
-                      conf={"spark.driver.memory": settings.spark_local_memory})
+    spark = get_spark("solaris-speculation-eval", master=load_settings().spark_master)
     report = evaluate_speculation(spark, request)
     if args.json:
         print(json.dumps(report, default=str))

@@ -49,6 +49,11 @@ def test_an_item_stays_live_for_a_few_of_its_own_gaps(mined):
     assert _live(mined) == {1, 3, 4}
 
 
+def test_a_deep_faiss_pool_does_not_make_every_item_live(mined):
+    # the whole-window fallback counts the budget and the popular list, not the FAISS depth
+    assert _live(mined, faiss_k=50) == {1, 3, 4}
+
+
 def test_too_few_live_items_make_the_whole_window_live(mined):
     # without the gap rule only item 1 is live, fewer than twice the budget (2)
     assert _live(mined, live_gaps=0.0) == {1, 2, 3, 4, 5, 6}
