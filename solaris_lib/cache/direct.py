@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -34,13 +35,13 @@ from solaris_lib.cache.nodes import user_slots
 from solaris_lib.cache.pairs import fixed_width_values
 from solaris_lib.cache.rowhash import digest_parts, row_hash
 from solaris_lib.cache.slices import Slice, owned_batches
-from solaris_lib.cache.validate import REASON, Survey
+from solaris_lib.cache.validate import REASON, REASONS, Survey
 from solaris_lib.cache.writer import PartitionWriter, WriteTarget
 
 COLUMNS = ("user_id", "item_id", "model_version", "embedding")
-# code -> reason of validate.row_problem (0: none), in the order it tests them
-PROBLEMS = (None, "null_user_id", "negative_user_id", "null_item_id", "negative_item_id",
-            "null_embedding", "wrong_embedding_length", "other_model_version")
+# code -> reason of validate.row_problem (0: none), in the order it tests them (the writer
+# finds non-finite values)
+PROBLEMS = (None, *(r for r in REASONS if r != "non_finite_embedding"))
 _USER_FIELDS = ("user", "rows", "lp", "ht", "first", "last", "pieces")
 
 
@@ -91,12 +92,13 @@ class TaskSurvey:
     seconds: float = 0.0  # the task's time in this function
 
 
-def survey_task(pieces: Iterable[Slice]) -> Iterator[TaskSurvey]:
-    """``mapPartitions`` entry point: the survey of the slices of one task."""
+def survey_task(pieces: Iterable[list[Slice]]) -> Iterator[TaskSurvey]:
+    """``mapPartitions`` entry point: the survey of the slices of one task (its partition
+    holds one element, the task's list of slices)."""
     started = time.perf_counter()
     problems = np.zeros(len(PROBLEMS), np.int64)
     groups: dict[tuple[str, int], GroupPart] = {}
-    for piece in _flatten(pieces):
+    for piece in chain.from_iterable(pieces):
         slice_users: dict[tuple[str, int], list[dict]] = {}
         position = 0
         for batch in owned_batches(piece, COLUMNS):
@@ -107,14 +109,6 @@ def survey_task(pieces: Iterable[Slice]) -> Iterator[TaskSurvey]:
         for key, parts in slice_users.items():
             groups[key].users.append(_per_user(_concat(parts), pieces=True))
     yield TaskSurvey(problems, groups, time.perf_counter() - started)
-
-
-def _flatten(pieces: Iterable) -> Iterator[Slice]:
-    for piece in pieces:
-        if isinstance(piece, Slice):
-            yield piece
-        else:
-            yield from piece
 
 
 def _survey_clean(batch: pa.RecordBatch, clean: np.ndarray, lengths: np.ndarray,
@@ -134,7 +128,7 @@ def _survey_clean(batch: pa.RecordBatch, clean: np.ndarray, lengths: np.ndarray,
         part = groups.setdefault((names[code], width), GroupPart())
         low, xor = digest_parts(row_hash(users[chosen], items[chosen], values))
         part.rows += len(chosen)
-        part.low, part.xor = _wrap(part.low + low), _wrap(part.xor ^ xor)
+        part.low, part.xor = part.low + low, part.xor ^ xor  # interpret() takes them mod 2^64
         slice_users.setdefault((names[code], width), []).append(
             _per_user({"user": users[chosen], "rows": np.ones(len(chosen), np.int64),
                        "lp": memory.listpack_int_bytes(items[chosen]),
@@ -157,12 +151,6 @@ def _distinct(values: np.ndarray) -> list[int]:
     if values.min() == values.max():
         return [int(values[0])]
     return np.unique(values).tolist()
-
-
-def _wrap(value: int) -> int:
-    """A Python int as Java's wrapping long."""
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >> 63 else value
 
 
 def _concat(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -215,7 +203,7 @@ def merge(tasks: Iterable[TaskSurvey]) -> Merged:
         users[key] = merged
         low, xor = 0, 0
         for part in parts:
-            low, xor = _wrap(low + part.low), _wrap(xor ^ part.xor)
+            low, xor = low + part.low, xor ^ part.xor
         groups.append({REASON: None, "model_version": key[0], "bytes": key[1],
                        "rows": sum(p.rows for p in parts), "low": low, "xor": xor,
                        "scattered": int(merged["scattered"].sum())})
@@ -260,13 +248,13 @@ def publishable(batch: pa.RecordBatch, model_version: str, dim: int) -> np.ndarr
     return (codes == 0) & (lengths == 2 * dim) & same.to_numpy(zero_copy_only=False)
 
 
-def write_task(pieces: Iterable[Slice], target: WriteTarget, model_version: str, dim: int,
+def write_task(pieces: Iterable[list[Slice]], target: WriteTarget, model_version: str, dim: int,
                scattered: np.ndarray) -> Iterator[dict]:
     """``mapPartitions`` entry point: write the publishable rows of the task's slices,
     except those of ``scattered`` users (sorted int64); yields the writer's stats row."""
     writer = PartitionWriter(target)
     try:
-        for piece in _flatten(pieces):
+        for piece in chain.from_iterable(pieces):
             for batch in owned_batches(piece, COLUMNS):
                 keep = publishable(batch, model_version, dim)
                 if len(scattered):

@@ -26,12 +26,12 @@ import numpy as np
 import pyarrow as pa
 
 from solaris_lib.cache import direct, frames, slices
-from solaris_lib.cache.errors import PublishInputError
 from solaris_lib.cache.memory import HashLimits
 from solaris_lib.cache.validate import (
     COLUMNS,
     Survey,
     check_columns,
+    check_types,
     fold,
     interpret,
     publishable_users,
@@ -59,6 +59,7 @@ class SparkInput:
     """The JVM path: Spark SQL over the partition."""
 
     name = "spark"
+    survey_task_seconds = None  # the survey is one Spark SQL job: no task of its own
 
     def __init__(self, spark, source: str) -> None:
         self.spark, self.source = spark, source
@@ -102,9 +103,7 @@ class DirectInput:
 
     def __init__(self, spark, source: str, tasks: int) -> None:
         self.spark, self.source = spark, source
-        files = slices.describe(source)
-        for path, _ in files:
-            check_file_columns(path)
+        files = slices.describe(source, check=check_file_columns)
         self.tasks = slices.plan(files, tasks)
         self.merged: direct.Merged | None = None
         self._jvm: SparkInput | None = None
@@ -119,6 +118,11 @@ class DirectInput:
     @property
     def frame(self):
         return self.jvm.frame
+
+    @property
+    def survey_task_seconds(self) -> float | None:
+        """The slowest survey task's seconds (after :meth:`survey`)."""
+        return self.merged.task_seconds if self.merged else None
 
     def _run(self, entry) -> list:
         if not self.tasks:
@@ -141,8 +145,11 @@ class DirectInput:
               scattered: list[int] | None, extra=None) -> list[dict]:
         """Users in one run of one slice from the slices, in file order; the others through
         the JVM path's shuffle by user (every row when ``scattered`` is None)."""
-        if scattered is None or extra is not None:
-            return self.jvm.write(found, target, partitions, scattered=None, extra=extra)
+        if extra is not None:
+            raise ValueError("the fallback level's rows are written by the JVM path "
+                             "(publish reads intervals with the level through SparkInput)")
+        if scattered is None:
+            return self.jvm.write(found, target, partitions, scattered=None)
         moved = np.array(sorted(scattered), dtype=np.int64)
         stats = self._run(partial(direct.write_task, target=target,
                                   model_version=found.model_version, dim=found.dim,
@@ -155,11 +162,7 @@ class DirectInput:
         return stats
 
 
-def check_file_columns(path: str) -> None:
-    """Refuse a file without the contract's columns and types (as :func:`check_columns`)."""
-    schema = slices.schema(path)
-    types = {f.name: _SPARK_TYPES.get(f.type, str(f.type)) for f in schema}
-    problems = [f"{name} is {types.get(name, 'missing')}, expected {kind}"
-                for name, kind in COLUMNS.items() if types.get(name) != kind]
-    if problems:
-        raise PublishInputError(f"{path}: {'; '.join(problems)}")
+def check_file_columns(path: str, schema: pa.Schema) -> None:
+    """Refuse a file without the contract's columns and types (as :func:`check_columns`);
+    a type the direct path does not read (e.g. dictionary<string>) is refused as well."""
+    check_types({f.name: _SPARK_TYPES.get(f.type, str(f.type)) for f in schema}, path)

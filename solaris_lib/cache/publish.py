@@ -233,8 +233,8 @@ class _Run:
                                      f"{self.interval.key}-{'0' * 10}"))
         value_factor = Codec(self.config.codec, 1).value_bytes // 2
         found, self.slots = self.input.survey(value_factor, key_head, self.server.hash_limits())
-        if isinstance(self.input, DirectInput):
-            self.seconds["survey_task_max"] = round(self.input.merged.task_seconds, 3)
+        if self.input.survey_task_seconds is not None:
+            self.seconds["survey_task_max"] = round(self.input.survey_task_seconds, 3)
         log.info("survey (%s read): %d rows, %d publishable, %d scattered users",
                  self.input.name, found.rows, found.valid_rows, found.scattered)
         return found

@@ -17,7 +17,7 @@ boundary: only users with rows in several runs or files are "scattered".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,11 +47,16 @@ class Slice:
         return self.stop - self.start
 
 
-def describe(source: str) -> list[tuple[str, list[int]]]:
-    """(path, rows of each row group) of every parquet file under ``source`` (footers only)."""
+def describe(source: str, check: Callable[[str, pa.Schema], None] | None = None
+             ) -> list[tuple[str, list[int]]]:
+    """(path, rows of each row group) of every parquet file under ``source`` (footers only,
+    one read per file); ``check(path, arrow schema)`` runs on each footer's schema."""
     found = []
     for path in list_files(source):
-        meta = _open(path).metadata
+        parquet = _open(path)
+        if check is not None:
+            check(path, parquet.schema_arrow)
+        meta = parquet.metadata
         found.append((path, [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]))
     return found
 
@@ -93,11 +98,6 @@ def _cut(path: str, groups: Sequence[int], share: int) -> list[Slice]:
             cuts.append(at)
     cuts.append(rows)
     return [Slice(path, a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-
-
-def schema(path: str) -> pa.Schema:
-    """The Arrow schema of one parquet file (from its footer)."""
-    return _open(path).schema_arrow
 
 
 def _open(path: str) -> pq.ParquetFile:

@@ -51,7 +51,11 @@ class Survey:
 
 def check_columns(frame, where: str) -> None:
     """Refuse a frame without the contract's columns and types (extra columns are ignored)."""
-    types = dict(frame.dtypes)
+    check_types(dict(frame.dtypes), where)
+
+
+def check_types(types: dict[str, str], where: str) -> None:
+    """Refuse columns ``{name: Spark SQL type name}`` that lack the contract's."""
     problems = [f"{name} is {types.get(name, 'missing')}, expected {kind}"
                 for name, kind in COLUMNS.items() if types.get(name) != kind]
     if problems:

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
+from solaris_lib.cache.errors import PublishInputError
 from solaris_lib.cache.inputs import DirectInput, SparkInput
 from solaris_lib.cache.memory import HashLimits
 from solaris_lib.cache.publish import PublishConfig, publish
@@ -128,6 +129,9 @@ def test_direct_and_spark_publish_the_same_version_and_bytes(spark, settings_for
               "estimate_bytes", "listpack_users", "rows_read")
     direct_report, spark_report = ({f: getattr(rep, f) for f in fields} for rep in reports)
     assert direct_report == spark_report
+    # the first publish did read directly (a silent fall-back would compare Spark with Spark)
+    assert "survey_task_max" in reports[0].seconds
+    assert "survey_task_max" not in reports[1].seconds
     assert reports[0].duplicates == 1 and reports[0].quarantined["non_finite_embedding"] == 1
     assert dumps[0] == dumps[1] and len(dumps[0]) == 32
 
@@ -139,8 +143,10 @@ def test_contiguous_users_need_no_shuffle_whatever_the_slices(spark, settings_fo
     path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
     with atomic_folder(path) as staging:
         pq.write_table(table, f"{staging}/part-00000.parquet", row_group_size=10)
-    report = publish(spark, settings, INTERVAL, PublishConfig(partitions=6))
+    with caplog.at_level("INFO", logger="solaris_lib.cache.publish"):
+        report = publish(spark, settings, INTERVAL, PublishConfig(partitions=6))
     assert (report.pairs, report.users) == (280, 40)
+    assert "input order kept, 0 scattered users shuffled" in caplog.text
     found, _ = DirectInput(spark, path, 6).survey(1, 30, HashLimits())
     assert found.scattered == 0
 
@@ -155,7 +161,7 @@ def test_a_dictionary_encoded_column_is_read_by_spark_sql(spark, settings_for, r
     path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
     with atomic_folder(path) as staging:
         pq.write_table(table, f"{staging}/part-00000.parquet", use_dictionary=False)
-    with pytest.raises(Exception, match="model_version"):
+    with pytest.raises(PublishInputError, match="model_version"):
         DirectInput(spark, path, 2)
     with caplog.at_level("INFO", logger="solaris_lib.cache.publish"):
         report = publish(spark, settings, INTERVAL, PublishConfig(partitions=2))
