@@ -28,8 +28,9 @@ miss             log1p(reported misses)
 source fires, treating them as independent,
 ``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
 
-**Learned**: Spark MLlib logistic regression (or gradient-boosted trees) on these features, trained on the candidates of the
-previous interval with label 1 when the pair was scored in the interval that followed.
+**Learned**: Spark MLlib logistic regression (or gradient-boosted trees) on these features, trained
+on the candidates of the previous interval with label 1 when the pair was scored in the interval
+that followed, each positive weighted by its rows there (coverage counts requests).
 """
 
 from __future__ import annotations
@@ -146,15 +147,24 @@ def heuristic_score():
 
 
 def label(features, future_logs):
-    """Add ``label`` 1.0 when the pair occurs in ``future_logs``, else 0.0."""
+    """Add ``rows`` (the pair's rows in ``future_logs``, 0 when absent) and ``label`` (1.0 when
+    ``rows`` > 0, else 0.0)."""
     from pyspark.sql import functions as F
 
-    seen = future_logs.select("user_id", "item_id").distinct().withColumn("label", F.lit(1.0))
-    return features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["label"])
+    seen = future_logs.groupBy("user_id", "item_id").agg(
+        F.count(F.lit(1)).cast("double").alias("rows"))
+    joined = features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["rows"])
+    return joined.withColumn("label", (F.col("rows") > 0).cast("double"))
 
 
 def train(labelled, seed: int = 7, max_rows: int = 500_000, kind: str = "logistic"):
-    """Fit the scorer on labelled candidates; returns the fitted pipeline model or None.
+    """Fit the scorer on labelled candidates (:func:`label`); returns the fitted pipeline model
+    or None.
+
+    Each positive weighs its ``rows``: coverage counts requests, so a pair scored ten times in
+    the label window matters ten times as much as a pair scored once (the weighted fit ranks by
+    about the expected rows, not just P(scored at least once); on the default world with the
+    global allocation and ``faiss_k`` 2055, 0.885 -> 0.888 in an offline replay).
 
     ``kind``: "logistic" (the default: measured slightly better and much faster than trees on
     the default world, 0.815 vs 0.809 coverage) or "gbt" (30 trees of depth 5).
@@ -174,11 +184,11 @@ def train(labelled, seed: int = 7, max_rows: int = 500_000, kind: str = "logisti
         return None
     labelled = deterministic_sample(labelled, max_rows / total, seed).cache()
     if kind == "gbt":
-        estimator = GBTClassifier(featuresCol="features", labelCol="label", maxIter=30,
-                                  maxDepth=5, stepSize=0.2, seed=seed)
+        estimator = GBTClassifier(featuresCol="features", labelCol="label", weightCol="weight",
+                                  maxIter=30, maxDepth=5, stepSize=0.2, seed=seed)
     else:
-        estimator = LogisticRegression(featuresCol="features", labelCol="label", maxIter=30,
-                                       regParam=1e-4)
+        estimator = LogisticRegression(featuresCol="features", labelCol="label",
+                                       weightCol="weight", maxIter=30, regParam=1e-4)
     pipeline = Pipeline(stages=[VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
                                 estimator])
     model = pipeline.fit(labelled)
@@ -203,7 +213,8 @@ def deterministic_sample(labelled, fraction: float, seed: int):
         bucket = F.abs(F.xxhash64("user_id", "item_id", F.lit(seed))) % 1_000_000
         labelled = labelled.filter(bucket < F.lit(int(fraction * 1_000_000)))
     ordered = labelled.orderBy("user_id", "item_id").coalesce(1)
-    return ordered.select("label", *FEATURES)
+    weight = F.greatest(F.col("rows"), F.lit(1.0)).alias("weight")
+    return ordered.select("label", weight, *FEATURES)
 
 
 def score(features, model):

@@ -1,0 +1,49 @@
+"""The learned scorer weighs each positive by its rows in the label window (coverage counts rows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from solaris_lib.speculation import scorer
+
+pytestmark = pytest.mark.integration
+
+
+def _candidates(spark):
+    """400 candidates of one user: ``pair_n`` 1 for half of them, 0 for the rest, other features 0.
+
+    Both halves have the same positive rate (1 in 4), but a positive of the ``pair_n`` = 1 half
+    is scored 12 times in the label window and one of the other half once."""
+    rows = []
+    for item in range(400):
+        values = dict.fromkeys(scorer.FEATURES, 0.0)
+        values["pair_n"] = float(item % 2)
+        rows.append((1, item, *values.values()))
+    columns = ["user_id", "item_id", *scorer.FEATURES]
+    return spark.createDataFrame(rows, columns)
+
+
+def _future(spark):
+    """Log rows of the label window: items with item % 8 in {0, 1}, 12 rows when odd, else 1."""
+    rows = []
+    for item in range(400):
+        if item % 8 in (0, 1):  # one in four of each half
+            rows.extend([(1, item)] * (12 if item % 2 else 1))
+    return spark.createDataFrame(rows, "user_id long, item_id long")
+
+
+def test_label_counts_rows_and_flags_positives(spark):
+    labelled = scorer.label(_candidates(spark), _future(spark))
+    got = {r["item_id"]: (r["rows"], r["label"]) for r in labelled.collect()}
+    assert got[0] == (1.0, 1.0)
+    assert got[1] == (12.0, 1.0)
+    assert got[2] == (0.0, 0.0)
+    assert sum(label for _, label in got.values()) == 100
+
+
+def test_positives_weigh_their_rows(spark):
+    """Unweighted, both halves would score alike (same positive rate); weighted, the half whose
+    positives bring 12 rows each ranks first."""
+    model = scorer.train(scorer.label(_candidates(spark), _future(spark)), seed=7)
+    scored = {r["item_id"]: r["score"] for r in scorer.score(_candidates(spark), model).collect()}
+    assert scored[1] > scored[0] + 0.3
