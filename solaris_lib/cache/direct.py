@@ -221,11 +221,8 @@ def slot_estimates(merged: Merged, found: Survey, value_factor: int, key_head: i
     """The published group's memory estimate per cluster slot, as
     :func:`validate.published_slots` gives it: (slot, users, pairs, listpack_users, bytes)."""
     users = merged.users[(found.model_version, 2 * found.dim)]
-    value_bytes = 2 * found.dim * value_factor
-    key_length = key_head + memory.decimal_digits(users["user"]) + 1
-    size = memory.user_bytes(users["rows"], users["lp"], users["ht"], value_bytes,
-                             key_length, limits)
-    listpack = (users["rows"] <= limits.max_entries) & (value_bytes <= limits.max_value)
+    size, listpack = memory.user_estimates(users["user"], users["rows"], users["lp"], users["ht"],
+                                           2 * found.dim * value_factor, key_head, limits)
     slots = user_slots(users["user"])
     present, index = np.unique(slots, return_inverse=True)
     columns = [_sums(index, values, len(present)) for values in (

@@ -49,10 +49,9 @@ def _user_slots(batches: Iterator[pa.RecordBatch], value_bytes: int, key_head: i
     for batch in batches:
         users = batch.column("user_id").to_numpy()
         pairs = batch.column("pairs").to_numpy()
-        key_length = key_head + memory.decimal_digits(users) + 1
-        size = memory.user_bytes(pairs, batch.column("lp").to_numpy(),
-                                 batch.column("ht").to_numpy(), value_bytes, key_length, limits)
-        listpack = (pairs <= limits.max_entries) & (value_bytes <= limits.max_value)
+        size, listpack = memory.user_estimates(
+            users, pairs, batch.column("lp").to_numpy(), batch.column("ht").to_numpy(),
+            value_bytes, key_head, limits)
         yield pa.RecordBatch.from_arrays(
             [pa.array(_slots(users)), pa.array(np.ones(len(users), np.int64)), pa.array(pairs),
              pa.array(listpack.astype(np.int64)), pa.array(size)],

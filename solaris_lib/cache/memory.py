@@ -156,6 +156,19 @@ def user_bytes(
     return np.where(fits, listpack, hashtable) + ROBJ + key_overhead(key_length)
 
 
+def user_estimates(
+    users: np.ndarray, pairs: np.ndarray, lp_field_sum: np.ndarray, ht_field_sum: np.ndarray,
+    value_bytes: int, key_head: int, limits: HashLimits,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, listpack) per user: :func:`user_bytes` of each user's hash, whose key is
+    ``key_head`` bytes then the decimal id and one more byte, and whether it stays a listpack.
+    All arrays (u,)."""
+    key_length = key_head + decimal_digits(users) + 1
+    size = user_bytes(pairs, lp_field_sum, ht_field_sum, value_bytes, key_length, limits)
+    listpack = (np.asarray(pairs) <= limits.max_entries) & (value_bytes <= limits.max_value)
+    return size, listpack
+
+
 def free_bytes(info: dict[str, int]) -> tuple[int, int, str]:
     """``(free, limit, what the limit is)`` from ``INFO memory`` fields.
 
