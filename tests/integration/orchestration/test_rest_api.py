@@ -64,8 +64,13 @@ def test_trigger_through_the_rest_api_runs_to_success_and_republishes_the_same(
 
         interval = FIRST
         run_id = f"rest-{interval.key}"
+        # run_after: the interval's end, as for a backfill. Unpausing also creates the scheduled
+        # run of the latest hour, and with max_active_runs=1 the scheduler starts the queued run
+        # due first: the default run_after (now) would queue this run behind that one's sensor
+        # timeout.
         status, created = call(base, "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {
             "dag_run_id": run_id, "logical_date": interval.end.isoformat(),
+            "run_after": interval.end.isoformat(),
             "data_interval_start": interval.start.isoformat(),
             "data_interval_end": interval.end.isoformat(), "conf": {}}, token)
         assert status == 200, created

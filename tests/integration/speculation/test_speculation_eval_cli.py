@@ -1,5 +1,10 @@
-"""``solaris speculation-eval`` end to end on a tiny world and on logs of other shapes."""
+"""``solaris speculation-eval`` end to end on a tiny world and on logs of other shapes.
 
+Each run costs about a minute of Spark jobs whatever the size of the logs, so the interaction
+log is evaluated once (global allocation, module-scoped) and several tests check that report."""
+
+import contextlib
+import io
 import json
 from datetime import timedelta
 
@@ -52,19 +57,41 @@ def _interaction_log():
     return rows
 
 
-def test_on_interaction_logs_without_repeats_or_clicks(tmp_path, capsys):
-    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
+KNOWN = 30  # users 0-29 have history before the cutoff; 90-94 appear only after it
+GLOBAL_BUDGET_PER_USER = 4
+
+
+@pytest.fixture(scope="module")
+def interaction_logs(tmp_path_factory):
+    return write_logs(tmp_path_factory.mktemp("interactions") / "logs", _interaction_log(),
+                      drop=("position", "clicked"))
+
+
+@pytest.fixture(scope="module")
+def global_run(interaction_logs, tmp_path_factory):
+    """(report, out folder) of one run with --allocation global on the interaction log."""
+    out = tmp_path_factory.mktemp("global") / "out"
     cutoff = T0 + timedelta(hours=60)
-    report = _run(capsys, "--logs", str(root), "--cutoff", cutoff.isoformat(), "--horizon", "2d",
-                  "--lookback", "10d", "--budget-per-user", "10")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["speculation-eval", "--logs", str(interaction_logs), "--cutoff",
+                     cutoff.isoformat(), "--horizon", "2d", "--lookback", "10d",
+                     "--budget-per-user", str(GLOBAL_BUDGET_PER_USER), "--allocation", "global",
+                     "--out", str(out), "--json"])
+    assert code == 0
+    return json.loads(printed.getvalue().strip().splitlines()[-1]), out
+
+
+def test_on_interaction_logs_without_repeats_or_clicks(global_run):
+    report, _ = global_run
     assert KEYS <= set(report)
     assert report["coverage_all"] < report["coverage"] or report["coverage"] == 0.0
-    assert report["pairs_precomputed"] <= 30 * 10
+    assert report["pairs_precomputed"] <= KNOWN * GLOBAL_BUDGET_PER_USER
 
 
-def test_cutoff_before_any_log_is_a_clear_empty_result(tmp_path, capsys):
-    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
-    report = _run(capsys, "--logs", str(root), "--cutoff", (T0 - timedelta(days=1)).isoformat(),
+def test_cutoff_before_any_log_is_a_clear_empty_result(interaction_logs, capsys):
+    report = _run(capsys, "--logs", str(interaction_logs), "--cutoff",
+                  (T0 - timedelta(days=1)).isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "5")
     assert report["pairs_precomputed"] == 0 and report["coverage"] is None
     assert "no history" in report["note"]
@@ -75,17 +102,13 @@ def test_missing_folder_exits_2(tmp_path):
                  "--budget-per-user", "5"]) == 2
 
 
-def test_global_allocation_shares_the_same_total_by_score(tmp_path, capsys):
+def test_global_allocation_shares_the_same_total_by_score(global_run):
     import pyarrow.parquet as pq
 
-    root = write_logs(tmp_path / "logs", _interaction_log(), drop=("position", "clicked"))
-    cutoff = T0 + timedelta(hours=60)
-    report = _run(capsys, "--logs", str(root), "--cutoff", cutoff.isoformat(), "--horizon", "2d",
-                  "--lookback", "10d", "--budget-per-user", "4", "--allocation", "global",
-                  "--out", str(tmp_path / "out"))
-    known = 30  # users 0-29 have history before the cutoff; 90-94 appear only after it
-    assert report["allocation"] == "global" and report["global_budget"] == 4 * known
-    pairs = pq.read_table(tmp_path / "out" / "speculated").to_pandas()
+    report, out = global_run
+    total = GLOBAL_BUDGET_PER_USER * KNOWN
+    assert report["allocation"] == "global" and report["global_budget"] == total
+    pairs = pq.read_table(out / "speculated").to_pandas()
     per_user = pairs.groupby("user_id").size()
-    assert len(pairs) == report["pairs_precomputed"] <= 4 * known
-    assert per_user.max() <= 4 * 4 and set(per_user.index) <= set(range(known))
+    assert len(pairs) == report["pairs_precomputed"] <= total
+    assert per_user.max() <= 4 * GLOBAL_BUDGET_PER_USER and set(per_user.index) <= set(range(KNOWN))
