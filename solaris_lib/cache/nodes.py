@@ -7,6 +7,7 @@ by their hash tag (the user id for data keys), hashed with CRC16 like the server
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 import threading
@@ -35,12 +36,14 @@ def key_slot(tag: bytes) -> int:
     return crc_hqx(tag, 0) % SLOTS
 
 
+@functools.cache
 def _crc_table() -> np.ndarray:
-    """CRC-16/XMODEM (``crc_hqx``) of every byte value: the table of the byte-wise CRC."""
-    return np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.uint16)
-
-
-_CRC_TABLE = _crc_table()
+    """(256,) uint16 CRC-16/XMODEM (``crc_hqx``) of every byte value: the table of the
+    byte-wise CRC, built on first use and cached (importing this module builds nothing);
+    read-only, since every caller shares the one array."""
+    table = np.array([crc_hqx(bytes([b]), 0) for b in range(256)], dtype=np.uint16)
+    table.flags.writeable = False
+    return table
 
 
 def user_slots(users: np.ndarray) -> np.ndarray:
@@ -55,10 +58,11 @@ def user_slots(users: np.ndarray) -> np.ndarray:
     for _ in range(int(length.max(initial=0))):
         digits.append((rest % 10).astype(np.uint8) + np.uint8(ord("0")))
         rest = rest // 10
+    table = _crc_table()
     crc = np.zeros(len(users), np.uint16)
     for place in range(len(digits) - 1, -1, -1):  # a user's bytes start at its highest place
         index = (crc >> np.uint16(8)).astype(np.uint8) ^ digits[place]
-        step = (crc << np.uint16(8)) ^ _CRC_TABLE[index]
+        step = (crc << np.uint16(8)) ^ table[index]
         crc = np.where(length > place, step, crc)
     slots = crc.astype(np.int64) % SLOTS
     for at in np.flatnonzero(negative).tolist():
