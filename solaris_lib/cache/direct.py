@@ -11,7 +11,7 @@ Each Spark task gets a few :class:`slices.Slice` s, reads their rows with pyarro
   slice. The driver merges the tasks' parts (:func:`merge`) into the groups that
   :func:`validate.interpret` reads (so the same :class:`validate.Survey`), the memory
   estimate per slot (:func:`slot_estimates`, as :func:`frames.tally`) and the users whose
-  rows are not one run of one slice (:func:`scattered_users`);
+  rows are not one run of one slice (:func:`all_scattered_users`);
 * :func:`write_task`: the publishable rows of users that are not scattered, in file order,
   into a :class:`writer.PartitionWriter`.
 
@@ -210,8 +210,10 @@ def merge(tasks: Iterable[TaskSurvey]) -> Merged:
     return Merged(groups, users, max((t.seconds for t in tasks), default=0.0))
 
 
-def scattered_users(merged: Merged, found: Survey) -> np.ndarray:
-    """(k,) sorted int64 publishable users whose rows are not one run of one slice."""
+def all_scattered_users(merged: Merged, found: Survey) -> np.ndarray:
+    """(k,) sorted int64 ids of every publishable user whose rows are not one run of one
+    slice, with no limit (the caller compares ``k`` with its limit; the JVM path's
+    :func:`validate.scattered_users` applies the limit itself and returns a list or None)."""
     users = merged.users[(found.model_version, 2 * found.dim)]
     return users["user"][users["scattered"]]
 

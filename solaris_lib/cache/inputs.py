@@ -138,7 +138,7 @@ class DirectInput:
         return found, direct.slot_estimates(self.merged, found, value_factor, key_head, limits)
 
     def scattered(self, found: Survey, limit: int) -> list[int] | None:
-        users = direct.scattered_users(self.merged, found)
+        users = direct.all_scattered_users(self.merged, found)
         return None if len(users) > limit else users.tolist()
 
     def write(self, found: Survey, target: WriteTarget, partitions: int,
