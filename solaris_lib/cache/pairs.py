@@ -130,27 +130,6 @@ def field_names(items: np.ndarray) -> list[str]:
     return [str(i) if i >= 0 else f"c{-1 - i}" for i in np.asarray(items).tolist()]
 
 
-def hset_command(key: str, items: np.ndarray, values: np.ndarray) -> bytes:
-    """``HSET key field value ...`` as RESP; ``items`` (k,) int64 (an item id, or a cluster row
-    ``-1 - cluster_id``: field ``c<cluster_id>``), ``values`` (k, w) uint8. (One user;
-    :func:`hset_pieces` encodes many users at once, in the same bytes when their items
-    are sorted.)
-
-    Pairs are emitted grouped by kind and digit count (field order does not matter to HSET),
-    so each group is a fixed-width record matrix filled by column slices.
-    """
-    cluster = items < 0
-    numbers = np.where(cluster, -1 - items, items)
-    digits = decimal_digits(numbers)
-    parts = [_hset_head(key.encode(), len(items))]
-    for is_cluster in (True, False):
-        for length in np.unique(digits[cluster == is_cluster]).tolist():
-            chosen = (digits == length) & (cluster == is_cluster)
-            parts.append(_pair_records(numbers[chosen], values[chosen], length,
-                                       b"c" if is_cluster else b"").tobytes())
-    return b"".join(parts)
-
-
 def _hset_head(key: bytes, pairs: int) -> bytes:
     return b"*%d\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n" % (2 + 2 * pairs, len(key), key)
 

@@ -72,10 +72,10 @@ def test_cluster_rows_become_c_fields_in_the_hset():
     values = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.uint8)
     items = np.array([pairs.cluster_rows_item(12), pairs.cluster_rows_item(0), 7])
     assert items.tolist() == [-13, -1, 7]
-    command = pairs.hset_command("p:e:v:{3}", items, values)
-    # cluster fields first, grouped by digit count; then the item fields
-    assert command == pack_command("HSET", "p:e:v:{3}", "c0", b"\x03\x04", "c12", b"\x01\x02",
-                                   "7", b"\x05\x06")
+    (pieces,) = pairs.hset_pieces([b"p:e:v:{3}"], np.array([0]), items, values)
+    # the writer's fields in row order: cluster rows (negative ids) sort before the items
+    assert b"".join(pieces) == pack_command("HSET", "p:e:v:{3}", "c12", b"\x01\x02",
+                                            "c0", b"\x03\x04", "7", b"\x05\x06")
     assert pairs.field_names(items) == ["c12", "c0", "7"]
 
 
