@@ -82,7 +82,7 @@ class _NodeBuffer:
 class _Sample:
     """Pairs of one user to read back: the item ids, the bytes sent, the input fp16 bytes."""
 
-    key: str
+    key: bytes
     items: np.ndarray
     sent: np.ndarray
     fp16: np.ndarray
@@ -94,11 +94,11 @@ class PartitionWriter:
     def __init__(self, target: WriteTarget) -> None:
         self.target = target
         self.codec = Codec(target.codec, target.dim)
-        self.head = data_key_head(target.key_prefix, target.version)
+        self.head = data_key_head(target.key_prefix, target.version).encode()
         self.router = make_router(Endpoint.from_url(target.url))
         self.router.refresh(self._deadline())
         self.buffers: dict[NodePool, _NodeBuffer] = {}
-        self.written: dict[NodePool, list[str]] = {}
+        self.written: dict[NodePool, list[bytes]] = {}
         self.samples: dict[NodePool, list[_Sample]] = {}
         self.users_written: list[np.ndarray] = []
         self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -149,16 +149,16 @@ class PartitionWriter:
         ends = np.r_[starts[1:], len(users)]
         self.users_written.append(users[starts])
         self.counts["users"] += len(starts)
-        user_ids = users[starts].tolist()
-        keys = [f"{self.head}{user}}}" for user in user_ids]
-        commands = pairs.hset_pieces([key.encode() for key in keys], starts, items, values)
+        tags = [str(user).encode() for user in users[starts].tolist()]  # the decimal ids
+        keys = [self.head + tag + b"}" for tag in tags]  # encoded once: HSET, EXPIRE, checks
+        commands = pairs.hset_pieces(keys, starts, items, values)
         sampled_runs = (np.add.reduceat(chosen, starts) > 0).tolist()
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             sample = None
             if sampled_runs[k]:
                 part = np.flatnonzero(chosen[start:end]) + start
                 sample = _Sample(keys[k], items[part], values[part], fp16[part])
-            self._buffer_user(user_ids[k], keys[k], commands[k], sample)
+            self._buffer_user(tags[k], keys[k], commands[k], sample)
 
     def _count(self, name: str, items: np.ndarray, chosen: np.ndarray) -> None:
         """Add the ``chosen`` rows to ``name`` (item rows) and ``cluster_<name>`` (cluster rows)."""
@@ -166,11 +166,10 @@ class PartitionWriter:
         self.counts[name] += int(np.count_nonzero(chosen)) - clusters
         self.counts[f"cluster_{name}"] += clusters
 
-    def _buffer_user(self, user: int, key: str, hset: list[bytes | memoryview],
+    def _buffer_user(self, tag: bytes, key: bytes, hset: list[bytes | memoryview],
                      sample: _Sample | None) -> None:
-        """One user's HSET (the pieces of ``hset``) + EXPIRE into its node's buffer, and its
-        sampled pairs."""
-        tag = str(user).encode()
+        """One user's HSET (the pieces of ``hset``) + EXPIRE of ``key`` into the buffer of the
+        node owning ``tag`` (the user's decimal id), and its sampled pairs."""
         command = [*hset, pack_command("EXPIRE", key, self.target.ttl_s)]
         pool = self.router.pool_for_tag(tag)
         self.written.setdefault(pool, []).append(key)
@@ -270,7 +269,7 @@ class PartitionWriter:
             raise CacheProtocolError(f"Redis at {pool.address}: {errors[0]}")
         return replies
 
-    def _count_fields(self, pool: NodePool, keys: list[str], chunk: int = 5000) -> int:
+    def _count_fields(self, pool: NodePool, keys: list[bytes], chunk: int = 5000) -> int:
         total = 0
         for start in range(0, len(keys), chunk):
             total += sum(self._exchange(pool, [pack_command("HLEN", key)
