@@ -100,32 +100,52 @@ class FallbackLevel:
                 "item_prior_chunks": len(self.prior_chunks())}
 
 
-def has_tables(layout: DataLayout, interval: Interval) -> bool:
-    """True when both tables of the level are complete (:func:`read_fallback` reads them)."""
-    return all(is_complete(layout.output(EMBEDDINGS, interval, name))
-               for name in (CLUSTER_TABLE, ITEM_CLUSTERS_TABLE))
+@dataclass(frozen=True)
+class FallbackTables:
+    """An interval's fallback tables, looked at once per publish (:func:`find_tables`): the
+    read path and :func:`read_fallback` act on the same answer.
+
+    ``paths``: folder of the cluster table and of the item -> cluster table; ``complete``:
+    whether each holds its success marker; ``prior_path``: folder of the optional ITEM-level
+    table (looked at only when the level is read).
+    """
+
+    paths: dict[str, str]
+    complete: dict[str, bool]
+    prior_path: str
+
+    @property
+    def present(self) -> bool:
+        """True when both tables of the level are complete (:func:`read_fallback` reads them)."""
+        return all(self.complete.values())
 
 
-def read_fallback(spark, layout: DataLayout, interval: Interval, model_version: str,
-                  dim: int) -> FallbackLevel | None:
-    """The interval's fallback level, or None when its tables are absent (or hold nothing
-    servable: logged). Wrong columns raise :class:`PublishInputError`."""
+def find_tables(layout: DataLayout, interval: Interval) -> FallbackTables:
+    """Where the interval's fallback tables are and which are complete (one check each)."""
     paths = {name: layout.output(EMBEDDINGS, interval, name)
              for name in (CLUSTER_TABLE, ITEM_CLUSTERS_TABLE)}
-    complete = {name: is_complete(path) for name, path in paths.items()}
-    if not any(complete.values()):
+    return FallbackTables(paths, {name: is_complete(path) for name, path in paths.items()},
+                          layout.output(EMBEDDINGS, interval, ITEM_PRIOR_TABLE))
+
+
+def read_fallback(spark, tables: FallbackTables, model_version: str,
+                  dim: int) -> FallbackLevel | None:
+    """The fallback level of ``tables``, or None when neither table is complete, when only
+    one is (logged, naming the missing or incomplete one) or when they hold nothing servable
+    (logged). Wrong columns raise :class:`PublishInputError`."""
+    if not any(tables.complete.values()):
         return None
-    if not all(complete.values()):
+    if not tables.present:
         log.warning("fallback level skipped: %s", ", ".join(
-            f"{paths[n]} is {'complete' if c else 'missing or incomplete'}"
-            for n, c in complete.items()))
+            f"{tables.paths[n]} is {'complete' if c else 'missing or incomplete'}"
+            for n, c in tables.complete.items()))
         return None
-    rows = _read(spark, paths[CLUSTER_TABLE], CLUSTER_COLUMNS)
-    items = _read(spark, paths[ITEM_CLUSTERS_TABLE], ITEM_CLUSTER_COLUMNS)
+    rows = _read(spark, tables.paths[CLUSTER_TABLE], CLUSTER_COLUMNS)
+    items = _read(spark, tables.paths[ITEM_CLUSTERS_TABLE], ITEM_CLUSTER_COLUMNS)
     level = _level(rows, items, model_version, dim)
-    prior_path = layout.output(EMBEDDINGS, interval, ITEM_PRIOR_TABLE)
-    if is_complete(prior_path):
-        _add_priors(level, _read(spark, prior_path, ITEM_PRIOR_COLUMNS), model_version, dim)
+    if is_complete(tables.prior_path):
+        _add_priors(level, _read(spark, tables.prior_path, ITEM_PRIOR_COLUMNS), model_version,
+                    dim)
     if not level.valid_rows or not len(level.item_ids):
         log.warning("fallback level skipped: %d servable cluster rows, %d items with a cluster "
                     "(dropped: %s)", level.valid_rows, len(level.item_ids), level.dropped)

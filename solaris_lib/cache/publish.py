@@ -56,8 +56,9 @@ from solaris_lib.cache.errors import (
 )
 from solaris_lib.cache.fallback import (
     FallbackLevel,
+    FallbackTables,
     chunk_bytes,
-    has_tables,
+    find_tables,
     read_fallback,
     with_cluster_fields,
     write_item_clusters,
@@ -192,10 +193,10 @@ class _Run:
 
     def execute(self) -> PublishReport:
         self._phase("inspect")
-        self.input = self._input(self.layout.output(EMBEDDINGS, self.interval))
+        tables = find_tables(self.layout, self.interval)
+        self.input = self._input(self.layout.output(EMBEDDINGS, self.interval), tables)
         found = self.found = self._survey()
-        fallback = read_fallback(self.spark, self.layout, self.interval,
-                                 found.model_version, found.dim)
+        fallback = read_fallback(self.spark, tables, found.model_version, found.dim)
         # the fallback's rows join their users' exact rows: with it, every row is shuffled
         scattered = (self.input.scattered(found, SCATTERED_LIMIT) if fallback is None
                      else None)
@@ -208,14 +209,14 @@ class _Run:
         self._phase(None)
         return report
 
-    def _input(self, source: str) -> DirectInput | SparkInput:
+    def _input(self, source: str, tables: FallbackTables) -> DirectInput | SparkInput:
         """The read path (:mod:`solaris_lib.cache.inputs`): direct unless turned off, the
         interval has the fallback level's tables, or a file's column types are not the plain
         ones the direct path reads (Spark SQL then reads and checks them)."""
         if not is_complete(source):
             raise PublishInputError(f"{source}: no complete embeddings partition for "
                                     f"{self.interval} (missing or without _SUCCESS)")
-        if self.config.direct_read and not has_tables(self.layout, self.interval):
+        if self.config.direct_read and not tables.present:
             try:
                 return DirectInput(self.spark, source, self._partitions())
             except PublishInputError as exc:  # e.g. a dictionary-encoded string column
