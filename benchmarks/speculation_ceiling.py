@@ -1,15 +1,20 @@
-"""Upper bound of speculation coverage on a simulated world: the Bayes ceiling at a per-user budget.
+"""Upper bound of speculation coverage on a simulated world: the Bayes ceiling at a budget.
 
 Any predictor that sees only the logs before the cutoff knows less than the simulator's full
 state at the cutoff (every user's latent interest, every campaign's vector, popularity and
 schedule). This script replays the world up to the cutoff, then draws ``--replicas`` independent
 futures of the horizon from that state (other seeds: interest drift, who comes when, which
-candidates are drawn), averages them into the expected future rows of every (user, item) pair,
-keeps each known user's ``budget`` pairs with the largest expectation, and measures the
-request-weighted coverage of that choice on the world's actual future: the same denominator as
-``solaris speculation-eval`` (future rows of users seen in ``[cutoff - lookback, cutoff)``).
-With few replicas the estimate of the expectation is noisy, so the figure is printed after each
-doubling of replicas: it rises towards the ceiling.
+candidates are drawn) and averages them into the expected future rows of every (user, item)
+pair. It keeps the pairs with the largest expectation under two allocations of the same total:
+``per_user`` (each known user's ``budget`` best) and ``global`` (the ``budget x known users``
+best across users, one user at most ``--max-per-user-factor x budget``, as
+``speculation-eval --allocation global``), each choosing among every item (``per_user``,
+``global``: includes campaigns launched during the horizon, which no log can name) or among the
+items seen before the cutoff only (``*_seen_items``: the ceiling of a log-based predictor). It
+measures the request-weighted coverage of each choice on the world's actual future: the same
+denominator as ``solaris speculation-eval`` (future rows of users seen in
+``[cutoff - lookback, cutoff)``). With few replicas the estimate of the expectation is noisy,
+so the figures are printed after each doubling of replicas: they rise towards the ceiling.
 
 Usage: ``.venv/bin/python benchmarks/speculation_ceiling.py --logs var/world --cutoff 2026-01-12
 --horizon 7d --budget-factor 3 --replicas 8``. Last line: one JSON object.
@@ -45,6 +50,37 @@ def _count(matrix, users, items, user_row, item_col) -> None:
     np.add.at(matrix, (user_row(users), item_col(items)), 1.0)
 
 
+def per_user_choice(expected: np.ndarray, actual: np.ndarray, budget: int) -> float:
+    """Coverage of each user's ``budget`` pairs with the most expected rows.  (U, I) -> float."""
+    top = np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
+    return float(np.take_along_axis(actual, top, 1).sum() / actual.sum())
+
+
+def global_choice(expected: np.ndarray, actual: np.ndarray, budget: int, cap: int) -> float:
+    """Coverage of the ``budget x users`` pairs with the most expected rows across users, one
+    user keeping at most ``cap`` (``speculation-eval --allocation global``).  (U, I) -> float."""
+    cap = min(cap, expected.shape[1])
+    top = np.argpartition(-expected, cap - 1, axis=1)[:, :cap]
+    values = np.take_along_axis(expected, top, 1).ravel()
+    total = min(budget * expected.shape[0], values.size)
+    chosen = np.argpartition(-values, total - 1)[:total]
+    return float(np.take_along_axis(actual, top, 1).ravel()[chosen].sum() / actual.sum())
+
+
+VARIANTS = ("per_user", "global", "per_user_seen_items", "global_seen_items")
+
+
+def _figures(expected, actual, unseen, budget: int, cap: int) -> dict[str, float]:
+    """The four ceilings (see :data:`VARIANTS`): per-user or global allocation, choosing among
+    every item or only among items seen before the cutoff (``unseen`` (I,) bool: items a
+    log-based predictor cannot name, e.g. launched during the horizon)."""
+    seen_only = np.where(unseen[None, :], -1.0, expected).astype(np.float32)
+    return {"per_user": per_user_choice(expected, actual, budget),
+            "global": global_choice(expected, actual, budget, cap),
+            "per_user_seen_items": per_user_choice(seen_only, actual, budget),
+            "global_seen_items": global_choice(seen_only, actual, budget, cap)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", required=True)
@@ -53,6 +89,8 @@ def main() -> None:
     parser.add_argument("--lookback", default="28d")
     parser.add_argument("--budget-factor", type=float, default=3.0)
     parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--max-per-user-factor", type=int, default=4,
+                        help="the global allocation's cap per user, in budgets (as the CLI's)")
     args = parser.parse_args()
     started = time.perf_counter()
     cfg = load_world_config(args.logs)
@@ -68,7 +106,8 @@ def main() -> None:
     for day in range(first_day):
         for _ in sim.day(day):
             pass
-    known = np.unique(_rows(args.logs, cutoff - lookback, cutoff)[0])
+    past_users, past_items = _rows(args.logs, cutoff - lookback, cutoff)
+    known = np.unique(past_users)
     users, items = _rows(args.logs, cutoff, cutoff + horizon)
     mask = np.isin(users, known)
     users, items = users[mask], items[mask]
@@ -87,7 +126,8 @@ def main() -> None:
     budget = max(1, round(args.budget_factor * pairs[pairs > 0].mean()))
     expected = np.zeros_like(actual)
     known_set = set(user_pos)
-    figures = {}
+    unseen = ~np.isin(sim.items.item_id, past_items)  # launched after the cutoff (or silent)
+    figures = {name: {} for name in VARIANTS}
     for replica in range(args.replicas):
         future = copy.deepcopy(sim)
         future.cfg = cfg.model_copy(update={"seed": 1_000_003 + replica})
@@ -100,14 +140,17 @@ def main() -> None:
                 _count(expected, u[keep], i[keep], user_row, item_col)
         done = replica + 1
         if done & (done - 1) == 0 or done == args.replicas:
-            top = np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
-            figures[done] = round(float(np.take_along_axis(actual, top, 1).sum() / actual.sum()), 4)
-            print(f"replicas {done}: ceiling coverage {figures[done]}", flush=True)
+            for name, value in _figures(expected, actual, unseen, budget,
+                                        args.max_per_user_factor * budget).items():
+                figures[name][done] = round(value, 4)
+            print(f"replicas {done}: " + ", ".join(
+                f"{name} {figures[name][done]}" for name in VARIANTS), flush=True)
     print(json.dumps({
         "benchmark": "speculation_ceiling", "logs": args.logs, "cutoff": cutoff.isoformat(),
         "horizon_s": horizon.total_seconds(), "budget_per_user": budget,
         "mean_future_pairs_per_user": round(float(pairs[pairs > 0].mean()), 1),
         "known_users": int(known.size), "future_rows_known": int(actual.sum()),
+        "unseen_item_rows": round(float(actual[:, unseen].sum() / actual.sum()), 4),
         "ceiling_coverage_by_replicas": figures, "seconds": round(time.perf_counter() - started, 1),
     }))
 
