@@ -51,20 +51,20 @@ def _count(matrix, users, items, user_row, item_col) -> None:
 
 
 def per_user_choice(expected: np.ndarray, actual: np.ndarray, budget: int) -> float:
-    """Coverage of each user's ``budget`` pairs with the most expected rows.  (U, I) -> float."""
+    """Actual rows of each user's ``budget`` pairs with the most expected rows.  (U, I) -> rows."""
     top = np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
-    return float(np.take_along_axis(actual, top, 1).sum() / actual.sum())
+    return float(np.take_along_axis(actual, top, 1).sum())
 
 
 def global_choice(expected: np.ndarray, actual: np.ndarray, budget: int, cap: int) -> float:
-    """Coverage of the ``budget x users`` pairs with the most expected rows across users, one
-    user keeping at most ``cap`` (``speculation-eval --allocation global``).  (U, I) -> float."""
+    """Actual rows of the ``budget x users`` pairs with the most expected rows across users, one
+    user keeping at most ``cap`` (``speculation-eval --allocation global``).  (U, I) -> rows."""
     cap = min(cap, expected.shape[1])
     top = np.argpartition(-expected, cap - 1, axis=1)[:, :cap]
     values = np.take_along_axis(expected, top, 1).ravel()
     total = min(budget * expected.shape[0], values.size)
     chosen = np.argpartition(-values, total - 1)[:total]
-    return float(np.take_along_axis(actual, top, 1).ravel()[chosen].sum() / actual.sum())
+    return float(np.take_along_axis(actual, top, 1).ravel()[chosen].sum())
 
 
 VARIANTS = ("per_user", "global", "per_user_seen_items", "global_seen_items")
@@ -74,11 +74,14 @@ def _figures(expected, actual, unseen, budget: int, cap: int) -> dict[str, float
     """The four ceilings (see :data:`VARIANTS`): per-user or global allocation, choosing among
     every item or only among items seen before the cutoff (``unseen`` (I,) bool: items a
     log-based predictor cannot name, e.g. launched during the horizon)."""
-    seen_only = np.where(unseen[None, :], -1.0, expected).astype(np.float32)
-    return {"per_user": per_user_choice(expected, actual, budget),
-            "global": global_choice(expected, actual, budget, cap),
-            "per_user_seen_items": per_user_choice(seen_only, actual, budget),
-            "global_seen_items": global_choice(seen_only, actual, budget, cap)}
+    # an unseen item can still be picked when a user has too few seen ones: it then covers 0
+    seen_expected = np.where(unseen[None, :], -1.0, expected).astype(np.float32)
+    seen_actual = np.where(unseen[None, :], 0.0, actual).astype(np.float32)
+    total = float(actual.sum())
+    return {"per_user": per_user_choice(expected, actual, budget) / total,
+            "global": global_choice(expected, actual, budget, cap) / total,
+            "per_user_seen_items": per_user_choice(seen_expected, seen_actual, budget) / total,
+            "global_seen_items": global_choice(seen_expected, seen_actual, budget, cap) / total}
 
 
 def main() -> None:

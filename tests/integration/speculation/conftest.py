@@ -1,6 +1,6 @@
-"""Speculation modules cache their mined frames (queries, audiences, unit factors) on ``Mined``
-objects that outlive each test; the shared session would keep them all in its 2g heap, so every
-module's cached data is released when the module ends."""
+"""Speculation modules cache mined frames (recent queries, unit item factors, features) that
+outlive each test; the shared session would keep them all in its 2g heap (later modules then ran
+out of memory), so every module's cached data is released when the module ends."""
 
 import pytest
 
