@@ -42,6 +42,7 @@ class Mined:
     user_factors: object = None
     item_factors: object = None
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
+    short: object = None  # (short-interest queries, item audiences), see recent.py
 
 
 @dataclass

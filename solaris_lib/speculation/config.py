@@ -19,6 +19,10 @@ class MineConfig(BaseModel):
     half_life: timedelta = Field(
         timedelta(days=3), description="Half-life of the time-decayed pair and item counts."
     )
+    recent_half_life: timedelta = Field(
+        timedelta(hours=6), description="Half-life of the pairs' short-memory decayed count "
+        "(pair_stats.recent_decayed): the user's current interest (recent.py)."
+    )
     trend_window: timedelta = Field(
         timedelta(days=1), description="Recent window whose rate, over the lookback's, is the trend."
     )

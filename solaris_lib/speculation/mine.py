@@ -8,7 +8,8 @@ Tables (``mined/<table>/interval=KEY``):
 
 =============== =====================================================================================
 user_history    user_id, item_ids list<int64>, ts list<timestamp>, clicked list<bool>, asof
-pair_stats      user_id, item_id, times_scored, times_shown, clicks, first_seen, last_seen, decayed
+pair_stats      user_id, item_id, times_scored, times_shown, clicks, first_seen, last_seen, decayed,
+                recent_decayed (the same sum with the short ``recent_half_life``)
 item_stats      item_id, popularity (rows), users, decayed, recent (rows in the trend window), trend,
                 first_seen, last_seen
 user_stats      user_id, requests, rows, decayed_requests, first_seen, last_seen
@@ -85,8 +86,9 @@ def user_history(logs, end: datetime, max_history: int, shown_only: bool):
     )
 
 
-def pair_stats(logs, end: datetime, half_life_s: float):
-    """Per (user, item): how often and when it was scored, shown and clicked."""
+def pair_stats(logs, end: datetime, half_life_s: float, recent_half_life_s: float):
+    """Per (user, item): how often and when it was scored, shown and clicked; ``decayed`` and
+    ``recent_decayed`` weigh its rows with the two half-lives."""
     from pyspark.sql import functions as F
 
     return logs.groupBy("user_id", "item_id").agg(
@@ -96,6 +98,7 @@ def pair_stats(logs, end: datetime, half_life_s: float):
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
         decayed_sum(end, half_life_s).alias("decayed"),
+        decayed_sum(end, recent_half_life_s).alias("recent_decayed"),
     )
 
 
@@ -171,7 +174,7 @@ def mine(logs, end: datetime, config: MineConfig) -> dict:
     half_life_s = config.half_life.total_seconds()
     first = logs.agg(F.min(F.col("ts").cast("double"))).first()[0]
     span_s = _epoch(end) - first if first is not None else config.lookback.total_seconds()
-    pairs = pair_stats(logs, end, half_life_s)
+    pairs = pair_stats(logs, end, half_life_s, config.recent_half_life.total_seconds())
     return {
         "user_history": user_history(logs, end, config.max_history, has_positions(logs)),
         "pair_stats": pairs,

@@ -18,6 +18,9 @@ p_rep            1 - exp(-decayed pair count)
 als              ALS inner product of the pair's factors (0 without factors)
 recent_sim       the user's recent-interest query . the item's unit factor (:mod:`recent`; 0
                  without factors)
+recent_sim_short the same with the short (6 h half-life) query: the last few requests' interest
+audience_sim     the user's unit short query . the item's audience (the unit mean short query of
+                 its latest users, :mod:`recent`): places items with few rows, e.g. new campaigns
 faiss            1 when FAISS retrieved the pair, else 0
 item_faiss       1 when the item-to-item FAISS source retrieved the pair, else 0
 cooc             log1p(co-occurrence score)
@@ -44,16 +47,16 @@ log = logging.getLogger(__name__)
 
 FEATURES = (
     "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
-    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "recent_sim", "faiss",
-    "item_faiss", "cooc", "miss",
+    "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "recent_sim",
+    "recent_sim_short", "audience_sim", "faiss", "item_faiss", "cooc", "miss",
 )
 
 
 def add_features(candidates, mined: Mined, with_als: bool = True):
     """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
 
-    ``with_als`` False skips the factor joins (``als`` = ``recent_sim`` = 0), for runs that do
-    not use them.
+    ``with_als`` False skips the factor joins (``als``, ``recent_sim``, ``recent_sim_short`` and
+    ``audience_sim`` are 0), for runs that do not use them.
     """
     from pyspark.sql import functions as F
 
@@ -70,11 +73,13 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
     df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
     df = df.join(F.broadcast(users), "user_id", "left")
+    factor_features = ["als", "recent_sim", "recent_sim_short", "audience_sim"]
     if with_als:
-        df = with_recent_score(with_als_score(df, mined), mined)
+        df = with_short_scores(with_recent_score(with_als_score(df, mined), mined), mined)
     else:
-        df = df.withColumn("als", F.lit(0.0)).withColumn("recent_sim", F.lit(0.0))
-    df = df.fillna(0.0, subset=["pd", "ur", "idec", "als", "recent_sim"])
+        for name in factor_features:
+            df = df.withColumn(name, F.lit(0.0))
+    df = df.fillna(0.0, subset=["pd", "ur", "idec", *factor_features])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -90,6 +95,8 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "p_rep": 1.0 - F.exp(-F.col("pd")),
         "als": F.col("als"),
         "recent_sim": F.col("recent_sim"),
+        "recent_sim_short": F.col("recent_sim_short"),
+        "audience_sim": F.col("audience_sim"),
         "faiss": F.col("faiss_score").isNotNull().cast("double"),
         "item_faiss": F.col("item_faiss_score").isNotNull().cast("double"),
         "cooc": F.log1p(F.coalesce(F.col("cooc_score"), F.lit(0.0))),
@@ -131,6 +138,21 @@ def with_recent_score(df, mined: Mined):
     if queries is None:
         return df.withColumn("recent_sim", F.lit(0.0))
     return _dot(df, queries, unit_items(mined), "recent_sim")
+
+
+def with_short_scores(df, mined: Mined):
+    """Add ``recent_sim_short`` (short query . unit item factor) and ``audience_sim`` (unit short
+    query . item audience); 0 when :func:`recent.short_interest` is None."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.speculation.recent import short_interest, unit_items, unit_vectors
+
+    short = short_interest(mined)
+    if short is None:
+        return df.withColumn("recent_sim_short", F.lit(0.0)).withColumn("audience_sim", F.lit(0.0))
+    queries, audiences = short
+    df = _dot(df, queries, unit_items(mined), "recent_sim_short")
+    return _dot(df, unit_vectors(queries, "user_id"), audiences, "audience_sim")
 
 
 def heuristic_score():

@@ -38,15 +38,16 @@ def decay(end: datetime, ts: datetime, half_life_s: float) -> float:
     return 2.0 ** (-(end - ts).total_seconds() / half_life_s)
 
 
-def expected_pair_stats(rows, end, half_life_s):
-    """{(user, item): (times_scored, times_shown, clicks, first, last, decayed)}."""
+def expected_pair_stats(rows, end, half_life_s, recent_half_life_s=3600.0):
+    """{(user, item): (times_scored, times_shown, clicks, first, last, decayed, recent_decayed)}."""
     out = {}
     for key in sorted({(r["user_id"], r["item_id"]) for r in rows}):
         mine = [r for r in rows if (r["user_id"], r["item_id"]) == key]
         clicks = [r["clicked"] for r in mine if r["clicked"] is not None]
         out[key] = (len(mine), sum(r["position"] is not None for r in mine),
                     sum(clicks) if clicks else None, min(r["ts"] for r in mine),
-                    max(r["ts"] for r in mine), sum(decay(end, r["ts"], half_life_s) for r in mine))
+                    max(r["ts"] for r in mine), sum(decay(end, r["ts"], half_life_s) for r in mine),
+                    sum(decay(end, r["ts"], recent_half_life_s) for r in mine))
     return out
 
 

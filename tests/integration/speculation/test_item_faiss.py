@@ -1,4 +1,5 @@
-"""The item_faiss source and the recent_sim feature against numpy computations on hand-built logs."""
+"""The item_faiss source and the recent_sim, recent_sim_short and audience_sim features against
+numpy computations on hand-built logs."""
 
 from datetime import timedelta
 
@@ -10,7 +11,8 @@ from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation.candidates import Mined, gather, item_faiss_candidates, live_items
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
-from solaris_lib.speculation.recent import recent_queries
+from solaris_lib.speculation.recent import recent_queries, short_interest
+from solaris_lib.speculation.scorer import add_features
 
 from .builders import T0, decay, row, write_logs
 
@@ -48,11 +50,12 @@ def mined(spark, tmp_path_factory):
     return mined_in_memory(spark, logs, END, MineConfig(), (users, factors)), rows
 
 
-def _expected_queries(rows):
+def _expected_queries(rows, half_life=None):
+    half_life = half_life or MineConfig().half_life
     unit = {i: v / np.linalg.norm(v) for i, v in _factors().items()}
     sums, weights = {}, {}
     for r in rows:
-        w = decay(END, r["ts"], MineConfig().half_life.total_seconds())
+        w = decay(END, r["ts"], half_life.total_seconds())
         sums[r["user_id"]] = sums.get(r["user_id"], 0.0) + w * unit[r["item_id"]]
         weights[r["user_id"]] = weights.get(r["user_id"], 0.0) + w
     return {u: sums[u] / weights[u] for u in sums}, unit
@@ -64,6 +67,56 @@ def test_recent_query_is_the_decayed_mean_of_unit_item_factors(mined):
     got = {r.user_id: np.array(r.factor) for r in recent_queries(mined).collect()}
     assert set(got) == set(expected)
     assert all(np.allclose(got[u], expected[u], atol=1e-4) for u in expected)
+
+
+def _expected_short(rows):
+    """(short queries {user: (d,)}, audiences {item: (d,)}, unit item factors) in numpy."""
+    half_life = MineConfig().recent_half_life
+    queries, unit = _expected_queries(rows, half_life)
+    sums = {}
+    for r in rows:
+        w = decay(END, r["ts"], half_life.total_seconds())
+        q = queries[r["user_id"]]
+        sums[r["item_id"]] = sums.get(r["item_id"], 0.0) + w * q / np.linalg.norm(q)
+    return queries, {i: v / np.linalg.norm(v) for i, v in sums.items()}, unit
+
+
+def test_short_queries_and_audiences_match_numpy(mined):
+    mined, rows = mined
+    queries, audiences, _ = _expected_short(rows)
+    got_queries, got_audiences = (
+        {r[0]: np.array(r.factor) for r in frame.collect()} for frame in short_interest(mined))
+    assert set(got_queries) == set(queries) and set(got_audiences) == set(audiences)
+    assert all(np.allclose(got_queries[u], queries[u], atol=1e-4) for u in queries)
+    assert all(np.allclose(got_audiences[i], audiences[i], atol=1e-4) for i in audiences)
+    assert not np.allclose(queries[0], _expected_queries(rows)[0][0], atol=1e-3)  # not recent_sim's
+
+
+def test_short_interest_features_of_every_pair(spark, mined):
+    mined, rows = mined
+    queries, audiences, unit = _expected_short(rows)
+    pairs = spark.createDataFrame(
+        [(u, i, [], None, None, None, None) for u in queries for i in audiences],
+        "user_id long, item_id long, sources array<string>, faiss_score double, "
+        "item_faiss_score double, cooc_score double, miss_count double")
+    got = {(r.user_id, r.item_id): r for r in add_features(pairs, mined).collect()}
+    assert len(got) == len(queries) * len(audiences)
+    for (user, item), r in got.items():
+        q = queries[user]
+        assert abs(r.recent_sim_short - float(q @ unit[item])) < 1e-4
+        assert abs(r.audience_sim - float(q @ audiences[item] / np.linalg.norm(q))) < 1e-4
+
+
+def test_short_interest_features_are_zero_without_the_column(spark, mined):
+    mined, _ = mined
+    old = Mined(mined.asof, mined.pair_stats.drop("recent_decayed"), mined.item_stats,
+                mined.user_stats, mined.cooccurrence, mined.user_factors, mined.item_factors)
+    assert short_interest(old) is None
+    pairs = mined.pair_stats.select("user_id", "item_id").limit(5).crossJoin(spark.createDataFrame(
+        [([], None, None, None, None)], "sources array<string>, faiss_score double, "
+        "item_faiss_score double, cooc_score double, miss_count double"))
+    rows = add_features(pairs, old).collect()
+    assert rows and all(r.recent_sim_short == 0.0 and r.audience_sim == 0.0 for r in rows)
 
 
 def test_item_faiss_returns_each_users_nearest_live_items(spark, mined):

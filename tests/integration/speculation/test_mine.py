@@ -44,14 +44,16 @@ def mined(spark, tmp_path_factory):
 
 
 def test_pair_stats_match_python(mined):
-    expected = expected_pair_stats(ROWS, END, CONFIG.half_life.total_seconds())
+    expected = expected_pair_stats(ROWS, END, CONFIG.half_life.total_seconds(),
+                                   CONFIG.recent_half_life.total_seconds())
     got = {(r.user_id, r.item_id): r for r in mined["pair_stats"]}
     assert set(got) == set(expected)
-    for key, (n, shown, clicks, first, last, decayed) in expected.items():
+    for key, (n, shown, clicks, first, last, decayed, recent) in expected.items():
         r = got[key]
         assert (r.times_scored, r.times_shown, r.clicks) == (n, shown, clicks)
         assert (r.first_seen, r.last_seen) == (first.replace(tzinfo=None), last.replace(tzinfo=None))
         assert close(r.decayed, decayed)
+        assert close(r.recent_decayed, recent)
 
 
 def test_user_history_is_newest_shown_events_oldest_first(mined):
