@@ -44,6 +44,22 @@ class Mined:
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
 
+    def release(self, factors: bool = False) -> None:
+        """Unpersist the frames this object holds (the tables, the recent and short queries;
+        the factors too when ``factors``: callers that share them across ``asof`` times keep
+        them). A session that mines many ``asof`` times (the transfer report, the evaluation)
+        would otherwise keep them all. Uncached frames (read from parquet) are left as they
+        are; the object can still be used, Spark recomputes."""
+        frames = [self.pair_stats, self.item_stats, self.user_stats, self.cooccurrence]
+        if factors:
+            frames += [self.user_factors, self.item_factors]
+        for derived in (self.recent, self.short):
+            frames.extend(derived or ())
+        for frame in frames:
+            if frame is not None and frame.is_cached:
+                frame.unpersist()
+        self.recent = self.short = None
+
 
 @dataclass
 class CandidateSet:
@@ -52,6 +68,7 @@ class CandidateSet:
     pairs: object
     faiss_kind: str | None = None
     faiss_recall: float | None = None
+    cached: tuple = ()  # frames cached while gathering (the live items), see SpeculationResult
 
 
 def live_items(mined: Mined, config: SpeculateConfig):
@@ -216,4 +233,4 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
         F.max(F.when(F.col("source") == "cooccurrence", F.col("v"))).alias("cooc_score"),
         F.max(F.when(F.col("source") == "miss", F.col("v"))).alias("miss_count"),
     )
-    return CandidateSet(pivot, kind, recall)
+    return CandidateSet(pivot, kind, recall, (live,))

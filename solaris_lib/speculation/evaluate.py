@@ -156,13 +156,20 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
         spark, request, history, mine_cfg, retrieval_cfg)
     result = speculate_frames(spark, mined, config, train_on=train_on)
     ranked = result.ranked.cache()
+    ranked.count()
+    result.release()
+    if train_on is not None:
+        train_on[0].release(factors=True)
     report = coverage_metrics(ranked, future, mined.user_stats)
     budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
     curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
     baselines = {}
     for name, sources in BASELINES.items():
         single = config.model_copy(update={"sources": sources, "scorer": "heuristic"})
-        chosen = speculate_frames(spark, mined, single).ranked.cache()
+        single_result = speculate_frames(spark, mined, single)
+        chosen = single_result.ranked.cache()
+        chosen.count()
+        single_result.release()
         baselines[name] = coverage_metrics(chosen, future, mined.user_stats)["coverage"]
         curves[name] = coverage_curve(chosen, future, mined.user_stats, budgets)
         chosen.unpersist()
@@ -179,6 +186,7 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
     if request.out:
         report["plot"] = _write_outputs(ranked, request.out, curves, report)
     ranked.unpersist()
+    mined.release(factors=True)
     return report
 
 

@@ -42,6 +42,13 @@ class SpeculationResult:
     faiss_kind: str | None
     faiss_recall: float | None
     candidates: int
+    cached: tuple = ()  # frames ``pairs`` and ``ranked`` are computed from
+
+    def release(self) -> None:
+        """Unpersist the candidates, features and live items behind ``pairs``; call it once
+        ``pairs`` or ``ranked`` is written or cached (Spark would recompute them afterwards)."""
+        for frame in self.cached:
+            frame.unpersist()
 
 
 def history_window(end: datetime, lookback) -> Interval:
@@ -49,8 +56,10 @@ def history_window(end: datetime, lookback) -> Interval:
 
 
 def mined_in_memory(spark, logs, end: datetime, config: MineConfig, factors=(None, None)) -> Mined:
-    """Mine ``logs`` (already windowed) into cached DataFrames without writing them."""
-    tables = {k: v.cache() for k, v in mining.mine(logs, end, config).items()}
+    """Mine ``logs`` (already windowed) into cached DataFrames without writing them
+    (``Mined.release`` unpersists them)."""
+    tables = {k: v.cache() for k, v in mining.mine(logs, end, config).items()
+              if k != "user_history"}
     return Mined(end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
                  tables["cooccurrence"], *factors)
 
@@ -98,12 +107,13 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
     if users is None:
         users = spark.createDataFrame([], "user_id long, factor array<float>")
         items = spark.createDataFrame([], "item_id long, factor array<float>")
-    users, items = users.orderBy("user_id").cache(), items.orderBy("item_id").cache()
-    count = users.count()
+    count, item_count = users.count(), items.count()
     with atomic_folder(layout.output(RETRIEVAL, interval)) as staging:
-        users.coalesce(1).write.mode("overwrite").parquet(join(staging, "users"))
-        items.coalesce(1).write.mode("overwrite").parquet(join(staging, "items"))
-    log.info("retrieval %s: %d user and %d item factors", interval.key, count, items.count())
+        users.orderBy("user_id").coalesce(1).write.mode("overwrite").parquet(join(staging, "users"))
+        items.orderBy("item_id").coalesce(1).write.mode("overwrite").parquet(join(staging, "items"))
+    users.unpersist()
+    items.unpersist()
+    log.info("retrieval %s: %d user and %d item factors", interval.key, count, item_count)
     return count
 
 
@@ -118,10 +128,11 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     model = None
     if train_on is not None and config.scorer != "heuristic":
         past, future = train_on
-        past_candidates = gather(spark, past, config).pairs
-        labelled = scorer.label(scorer.add_features(past_candidates, past), future).cache()
+        past_found = gather(spark, past, config)
+        labelled = scorer.label(scorer.add_features(past_found.pairs, past), future).cache()
         model = scorer.train(labelled, seed=config.seed)
-        labelled.unpersist()
+        for frame in (labelled, *past_found.cached):
+            frame.unpersist()
     elif config.scorer == "learned":
         log.warning("no labelled previous interval: the heuristic scorer is used")
     found = gather(spark, mined, config, misses)
@@ -134,7 +145,7 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
              "learned" if model else "heuristic", time.monotonic() - started)
     return SpeculationResult(pairs, chosen, "learned" if model else "heuristic", found.faiss_kind,
-                             found.faiss_recall, candidates)
+                             found.faiss_recall, candidates, (features, *found.cached))
 
 
 def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,
@@ -151,6 +162,9 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
     rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"])
+    result.release()
+    for used in (mined, *(train_on[:1] if train_on else ())):
+        used.release()
     return {"interval": interval.key, "pairs": rows, "scorer": result.scorer,
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
             "faiss_recall": result.faiss_recall}

@@ -42,7 +42,8 @@ def _index_ids(ratings):
 
 
 def train_als(logs, config: RetrievalConfig):
-    """Fit ALS on ``logs``; returns (user_factors, item_factors) DataFrames, or (None, None) if empty."""
+    """Fit ALS on ``logs``; returns (user_factors, item_factors) DataFrames, or (None, None) if
+    empty. Both are cached (and computed); the caller unpersists them when done."""
     from pyspark.ml.recommendation import ALS
     from pyspark.sql import functions as F
 
@@ -66,6 +67,9 @@ def train_als(logs, config: RetrievalConfig):
     item_factors = model.itemFactors.join(items, F.col("id") == F.col("i")).select(
         "item_id", F.col("features").cast("array<float>").alias("factor")
     )
-    log.info("ALS rank %d trained on %d pairs", config.rank, ratings.count())
-    ratings.unpersist()
+    user_factors, item_factors = user_factors.cache(), item_factors.cache()
+    log.info("ALS rank %d trained on %d pairs: %d user and %d item factors", config.rank,
+             ratings.count(), user_factors.count(), item_factors.count())
+    for frame in (ratings, users, items):
+        frame.unpersist()
     return user_factors, item_factors

@@ -152,6 +152,7 @@ class Speculator:
         pairs = result.pairs.select("user_id", "item_id").orderBy("user_id", "item_id").toArrow()
         users = pairs.column("user_id").to_numpy().astype(np.int64)
         items = pairs.column("item_id").to_numpy().astype(np.int64)
+        result.release()
         clusters = self._clusters(mined) if fallback else None
         self._forget_before(s - length)
         log.info("cache for %s: %d pairs of %d users (%s scorer) in %.1f s", interval.key,
@@ -173,8 +174,15 @@ class Speculator:
                                    stats.column("popularity").to_numpy(), k=cfg.clusters,
                                    buckets=cfg.popularity_buckets, seed=cfg.seed)
 
+    def close(self) -> None:
+        """Release every cached frame (mined tables, their derived queries, the factors)."""
+        while self._mined:
+            self._mined.popitem()[1].release()
+        for frame in self._factors or ():
+            if frame is not None:
+                frame.unpersist()
+        self._factors = None
+
     def _forget_before(self, asof: datetime) -> None:
         for key in [k for k in self._mined if k < asof]:
-            m = self._mined.pop(key)
-            for df in (m.pair_stats, m.item_stats, m.user_stats, m.cooccurrence):
-                df.unpersist()
+            self._mined.pop(key).release()

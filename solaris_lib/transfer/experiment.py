@@ -114,6 +114,21 @@ def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
     log_items = table.column("item_id").to_numpy()
     log_ts = timestamps_us(table.column("ts"))
     speculator = Speculator(spark, logs_root, config, periods.split - config.interval)
+    try:
+        parts, facts = _serve_intervals(speculator, fm, period, fm_logits, (log_users, log_items,
+                                                                            log_ts), periods, config)
+    finally:
+        speculator.close()
+    if not parts[False] or not parts[True]:
+        raise EmptyInputError("the ranker and test periods need at least one interval each")
+    return Collected(RankerRows.concat(parts[False]), RankerRows.concat(parts[True]), facts)
+
+
+def _serve_intervals(speculator: Speculator, fm, period, fm_logits, logged, periods: Periods,
+                     config: TransferConfig) -> tuple[dict[bool, list[RankerRows]], list[dict]]:
+    """Serve each interval's cache and label its rows: ({is_test: rows}, per-interval facts).
+    ``logged``: the (user, item, ts in us) arrays of the whole log."""
+    log_users, log_items, log_ts = logged
     parts: dict[bool, list[RankerRows]] = {False: [], True: []}
     facts = []
     for index, interval in enumerate(periods.intervals):
@@ -128,9 +143,7 @@ def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
                       **coverage_by_level(cache, log_users[in_t], log_items[in_t])})
         parts[periods.is_test(interval)].append(rows)
         log.info("interval %s: %s", interval.key, facts[-1])
-    if not parts[False] or not parts[True]:
-        raise EmptyInputError("the ranker and test periods need at least one interval each")
-    return Collected(RankerRows.concat(parts[False]), RankerRows.concat(parts[True]), facts)
+    return parts, facts
 
 
 def _metrics(labels, logits) -> dict:

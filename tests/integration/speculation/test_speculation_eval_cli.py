@@ -13,6 +13,7 @@ import pytest
 from solaris_lib.cli import main
 from solaris_lib.simulate.config import WorldConfig
 from tests.integration.speculation.builders import T0, row, write_logs
+from tests.sparkcache import cached_frames
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,8 +26,9 @@ def _run(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def test_on_a_tiny_world(tiny_world, capsys, tmp_path, monkeypatch):
+def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SOLARIS_SPARK_MASTER", "local[2]")
+    spark.catalog.clearCache()
     cutoff = WorldConfig().start + timedelta(days=2)
     report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
@@ -40,6 +42,7 @@ def test_on_a_tiny_world(tiny_world, capsys, tmp_path, monkeypatch):
     assert report["budget_per_user"] == 60
     assert (tmp_path / "out" / "coverage_vs_budget.png").stat().st_size > 1000
     assert (tmp_path / "out" / "speculated" / "_SUCCESS").exists()
+    assert not cached_frames(spark), "the evaluation left cached frames in the session"
 
 
 def _interaction_log():

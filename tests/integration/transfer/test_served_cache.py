@@ -15,6 +15,7 @@ from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.logs.schema import parse_hour_partition
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.transfer.config import TransferConfig
+from tests.sparkcache import cached_frames
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -42,9 +43,14 @@ def caches(spark, tiny_world, tmp_path_factory):
 
     cut_logs = _truncated(tiny_world, tmp_path_factory.mktemp("cut") / "logs", SERVED.start)
     retrieval_asof = SERVED.start - CONFIG.interval
-    full = Speculator(spark, str(tiny_world), CONFIG, retrieval_asof).serve(SERVED)
-    cut = Speculator(spark, str(cut_logs), CONFIG, retrieval_asof).serve(SERVED)
-    return full, cut
+    spark.catalog.clearCache()
+    served = []
+    for logs in (tiny_world, cut_logs):
+        speculator = Speculator(spark, str(logs), CONFIG, retrieval_asof)
+        served.append(speculator.serve(SERVED))
+        speculator.close()
+        assert not cached_frames(spark), "Speculator.close left cached frames in the session"
+    return tuple(served)
 
 
 def test_the_cache_of_t_does_not_depend_on_logs_of_t(caches):
