@@ -67,6 +67,20 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _collect_spark_garbage():
+    """After each module, free the JVM plans and broadcasts of its dropped DataFrames (see
+    ``sparkutil.collect_garbage``): the session is shared by the whole run and has 2g."""
+    yield
+    from pyspark.sql import SparkSession
+
+    from solaris_lib.sparkutil import collect_garbage
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        collect_garbage(session)
+
+
 @pytest.fixture(scope="session")
 def tiny_world(tmp_path_factory):
     """A small simulated world (300 users, 3 days) shared read-only by many tests."""

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from solaris_lib.errors import ConfigError
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.sparkutil import collect_garbage
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 
@@ -138,6 +139,7 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
     finally:
         history.unpersist()
         future.unpersist()
+        collect_garbage(spark)
 
 
 def _evaluate(spark, request: EvalRequest, history, future, started: float) -> dict:

@@ -140,6 +140,7 @@ class Speculator:
 
     def serve(self, interval: Interval, fallback: bool = True) -> ServedCache:
         """The cache for ``interval``: the run for the previous interval, as of ``interval.start``."""
+        from solaris_lib.sparkutil import collect_garbage
         from solaris_lib.speculation.pipeline import speculate_frames
 
         started = time.monotonic()
@@ -155,6 +156,7 @@ class Speculator:
         result.release()
         clusters = self._clusters(mined) if fallback else None
         self._forget_before(s - length)
+        collect_garbage(self.spark)
         log.info("cache for %s: %d pairs of %d users (%s scorer) in %.1f s", interval.key,
                  len(users), len(np.unique(users)), result.scorer, time.monotonic() - started)
         return ServedCache(interval, users, items, np.unique(users), clusters, result.scorer)
