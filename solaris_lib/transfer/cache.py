@@ -178,13 +178,16 @@ class Speculator:
 
     def close(self) -> None:
         """Release every cached frame (mined tables, their derived queries, the factors)."""
-        while self._mined:
-            self._mined.popitem()[1].release()
+        self._forget(list(self._mined))
         for frame in self._factors or ():
             if frame is not None:
                 frame.unpersist()
         self._factors = None
 
     def _forget_before(self, asof: datetime) -> None:
-        for key in [k for k in self._mined if k < asof]:
+        self._forget([k for k in self._mined if k < asof])
+
+    def _forget(self, keys) -> None:
+        """Drop the mined runs of ``keys`` and release what they cached."""
+        for key in keys:
             self._mined.pop(key).release()
