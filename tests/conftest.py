@@ -68,9 +68,11 @@ def spark():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _collect_spark_garbage():
-    """After each module, free the JVM plans and broadcasts of its dropped DataFrames (see
-    ``sparkutil.collect_garbage``): the session is shared by the whole run and has 2g."""
+def _release_spark_memory():
+    """After each module, drop what its tests cached (tests call stage functions such as
+    ``mined_in_memory`` directly, without the runs' own release) and free the JVM plans and
+    broadcasts of its dropped DataFrames (``sparkutil.collect_garbage``): the session is
+    shared by the whole run and has 2g."""
     yield
     from pyspark.sql import SparkSession
 
@@ -78,6 +80,7 @@ def _collect_spark_garbage():
 
     session = SparkSession.getActiveSession()
     if session is not None:
+        session.catalog.clearCache()
         collect_garbage(session)
 
 
