@@ -13,8 +13,6 @@ from solaris_lib.speculation.config import RetrievalConfig
 
 log = logging.getLogger(__name__)
 
-_MAX_ID = 2**31 - 1
-
 
 def implicit_ratings(logs):
     """(user_id, item_id, rating) from log rows; ids must fit ALS's int32."""
@@ -29,16 +27,26 @@ def implicit_ratings(logs):
     )
 
 
-def _index_ids(ratings):
-    """ALS needs int32 ids: map the int64 ids to dense indices (deterministic order)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+def _dense_index(ratings, column: str, index: str):
+    """(``column``, ``index``): the distinct ids of ``column`` numbered 0..n-1 in id order.
 
-    users = ratings.select("user_id").distinct()
-    users = users.withColumn("u", F.row_number().over(Window.orderBy("user_id")) - 1)
-    items = ratings.select("item_id").distinct()
-    items = items.withColumn("i", F.row_number().over(Window.orderBy("item_id")) - 1)
-    return users, items
+    Numbered across partitions (``zipWithIndex`` on the sorted ids, which counts each
+    partition once), not by a window over one partition, so that millions of users do not
+    funnel through one task. The ids are cached first: the numbering reads them twice.
+    """
+    ids = ratings.select(column).distinct().orderBy(column).cache()
+    numbered = ids.rdd.zipWithIndex().map(lambda pair: (pair[0][0], pair[1]))
+    frame = ratings.sparkSession.createDataFrame(numbered, f"{column} long, {index} long")
+    frame = frame.withColumn(index, frame[index].cast("int")).cache()
+    frame.count()
+    ids.unpersist()
+    return frame
+
+
+def _index_ids(ratings):
+    """ALS needs int32 ids: map the int64 ids to dense indices (deterministic order); both
+    frames are cached."""
+    return _dense_index(ratings, "user_id", "u"), _dense_index(ratings, "item_id", "i")
 
 
 def train_als(logs, config: RetrievalConfig):
@@ -53,7 +61,6 @@ def train_als(logs, config: RetrievalConfig):
         ratings.unpersist()
         return None, None
     users, items = _index_ids(ratings)
-    users, items = users.cache(), items.cache()
     indexed = ratings.join(users, "user_id").join(items, "item_id")
     als = ALS(
         rank=config.rank, maxIter=config.max_iter, regParam=config.reg, alpha=config.alpha,
