@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from solaris_lib.sparkutil import exact_sum
 from solaris_lib.speculation.config import SpeculateConfig
@@ -98,6 +98,38 @@ def live_items(mined: Mined, config: SpeculateConfig):
                  mined.asof.isoformat())
         return mined.item_stats
     return live
+
+
+def calibrate_live_window(past: Mined, labels, config: SpeculateConfig) -> timedelta:
+    """``live_window``, widened to the silence that the previous interval's rows needed.
+
+    ``past``: the mined tables as of the previous interval's end; ``labels``: the log rows of
+    the interval that followed it. An item's silence is ``past.asof - last_seen`` (whole hours).
+    Returns the smallest silence ``s`` such that the items silent longer than ``s`` carried at
+    most ``live_tail_share`` of the labelled rows on items of the window, or ``live_window``
+    when that is longer. Campaign logs (items over once they stop) keep the default window; in
+    a ratings log, where a film rated three weeks ago is rated again tomorrow, it grows to weeks.
+    """
+    from pyspark.sql import functions as F
+
+    if config.live_tail_share <= 0:
+        return config.live_window
+    silence = F.floor((F.lit(past.asof.timestamp()) - F.col("last_seen").cast("double")) / 3600)
+    rows = labels.groupBy("item_id").agg(F.count(F.lit(1)).alias("rows"))
+    by_hour = (past.item_stats.select("item_id", silence.cast("long").alias("hours"))
+               .join(rows, "item_id").groupBy("hours").agg(F.sum("rows").alias("rows")).collect())
+    total = sum(r["rows"] for r in by_hour)
+    tail, needed = 0, 0
+    for hours, count in sorted(((r["hours"], r["rows"]) for r in by_hour), reverse=True):
+        if tail + count > config.live_tail_share * total:
+            needed = hours + 1
+            break
+        tail += count
+    window = max(config.live_window, timedelta(hours=needed))
+    log.info("live window %.1f days: items silent longer carried %d of the previous interval's "
+             "%d rows on items of its window (at most %.1f%% allowed)", window.total_seconds() / 86400,
+             tail, total, 100 * config.live_tail_share)
+    return window
 
 
 def repeat_candidates(mined: Mined, live):

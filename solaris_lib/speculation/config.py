@@ -81,6 +81,11 @@ class SpeculateConfig(BaseModel):
         "between rows after it was last seen (sporadic items, e.g. films in a ratings log); "
         "0: live_window alone."
     )
+    live_tail_share: float = Field(
+        0.02, ge=0, lt=1, description="With a labelled previous interval, live_window widens to "
+        "the silence beyond which items carried at most this share of that interval's rows "
+        "(sparse logs whose items come back after weeks); 0: live_window as given."
+    )
     scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
                         description="auto: learned when a labelled previous interval exists.")
     seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")

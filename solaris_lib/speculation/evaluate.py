@@ -144,7 +144,6 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
 
 def _evaluate(spark, request: EvalRequest, history, future, started: float) -> dict:
     """:func:`evaluate_speculation` on the cached history and future windows."""
-    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
     from solaris_lib.speculation.retrieval import train_als
 
     mine_cfg = MineConfig(lookback=request.lookback)
@@ -152,44 +151,72 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
     if history.limit(1).count() == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
     mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
+    try:
+        return _evaluate_mined(spark, request, history, future, mined, started)
+    finally:
+        mined.release(factors=True)
+
+
+def _evaluate_mined(spark, request: EvalRequest, history, future, mined, started: float) -> dict:
+    """:func:`_evaluate` once the history is mined: speculate, score, compare with baselines.
+    Releases what it caches on every path (the caller releases ``mined``)."""
+    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
+
     budget = _budget(request, future, mined.user_stats)
     config = _speculate_config(request, budget, mined.user_stats)
+    mine_cfg, retrieval_cfg = MineConfig(lookback=request.lookback), RetrievalConfig(lookback=request.lookback)
     train_on = None if request.scorer == "heuristic" else train_inputs(
         spark, request, history, mine_cfg, retrieval_cfg)
-    result = speculate_frames(spark, mined, config, train_on=train_on)
-    ranked = result.ranked.cache()
-    ranked.count()
-    result.release()
-    if train_on is not None:
-        train_on[0].release(factors=True)
-    report = coverage_metrics(ranked, future, mined.user_stats)
-    budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
-    curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
+    try:
+        result = speculate_frames(spark, mined, config, train_on=train_on)
+        ranked = result.ranked.cache()
+        ranked.count()
+        result.release()
+    finally:
+        if train_on is not None:
+            train_on[0].release(factors=True)
+    try:
+        report = coverage_metrics(ranked, future, mined.user_stats)
+        budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
+        curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
+        same_live = config.model_copy(update={"live_window": result.live_window})
+        baselines = _baselines(spark, mined, same_live, future, budgets, curves)
+        report.update({
+            "budget_per_user": budget, "allocation": request.allocation,
+            "global_budget": config.global_budget, "faiss_k": config.faiss_count(),
+            "baselines": baselines, "scorer": result.scorer,
+            "candidates": result.candidates, "faiss_index": result.faiss_kind,
+            "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
+            "live_window_s": result.live_window.total_seconds(),
+            "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
+            "lookback_s": request.lookback.total_seconds(),
+            "seconds": round(time.monotonic() - started, 1),
+        })
+        if request.out:
+            report["plot"] = _write_outputs(ranked, request.out, curves, report)
+        return report
+    finally:
+        ranked.unpersist()
+
+
+def _baselines(spark, mined, config: SpeculateConfig, future, budgets, curves: dict) -> dict:
+    """Coverage of known users for each single-source baseline (heuristic scorer, the same
+    budget and live items as ``config``); adds each one's coverage-vs-budget curve to ``curves``."""
+    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
+
     baselines = {}
     for name, sources in BASELINES.items():
         single = config.model_copy(update={"sources": sources, "scorer": "heuristic"})
         single_result = speculate_frames(spark, mined, single)
         chosen = single_result.ranked.cache()
-        chosen.count()
-        single_result.release()
-        baselines[name] = coverage_metrics(chosen, future, mined.user_stats)["coverage"]
-        curves[name] = coverage_curve(chosen, future, mined.user_stats, budgets)
-        chosen.unpersist()
-    report.update({
-        "budget_per_user": budget, "allocation": request.allocation,
-        "global_budget": config.global_budget, "faiss_k": config.faiss_count(),
-        "baselines": baselines, "scorer": result.scorer,
-        "candidates": result.candidates, "faiss_index": result.faiss_kind,
-        "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
-        "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
-        "lookback_s": request.lookback.total_seconds(),
-        "seconds": round(time.monotonic() - started, 1),
-    })
-    if request.out:
-        report["plot"] = _write_outputs(ranked, request.out, curves, report)
-    ranked.unpersist()
-    mined.release(factors=True)
-    return report
+        try:
+            chosen.count()
+            single_result.release()
+            baselines[name] = coverage_metrics(chosen, future, mined.user_stats)["coverage"]
+            curves[name] = coverage_curve(chosen, future, mined.user_stats, budgets)
+        finally:
+            chosen.unpersist()
+    return baselines
 
 
 def _write_outputs(ranked, out: str, curves: dict, report: dict) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import Interval
@@ -23,7 +23,7 @@ from solaris_lib.layout import MINED, RETRIEVAL, SPECULATED, DataLayout, join
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
-from solaris_lib.speculation.candidates import Mined, gather
+from solaris_lib.speculation.candidates import Mined, calibrate_live_window, gather
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
 
@@ -43,6 +43,7 @@ class SpeculationResult:
     faiss_recall: float | None
     candidates: int
     cached: tuple = ()  # frames ``pairs`` and ``ranked`` are computed from
+    live_window: timedelta | None = None  # the live window used (calibrated when trained)
 
     def release(self) -> None:
         """Unpersist the candidates, features and live items behind ``pairs``; call it once
@@ -122,10 +123,14 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     """Choose the pairs to precompute from ``mined``.
 
     ``train_on``: (Mined as of the previous interval's end, log rows of the interval that
-    followed it) to fit the learned scorer; None or ``config.scorer == "heuristic"``: heuristic.
+    followed it) to calibrate the live window (:func:`calibrate_live_window`) and fit the
+    learned scorer; None: ``config.live_window`` and the heuristic scorer (also the scorer when
+    ``config.scorer == "heuristic"``).
     """
     started = time.monotonic()
     model = None
+    if train_on is not None:
+        config = config.model_copy(update={"live_window": calibrate_live_window(*train_on, config)})
     if train_on is not None and config.scorer != "heuristic":
         past, future = train_on
         past_found = gather(spark, past, config)
@@ -145,7 +150,8 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
              "learned" if model else "heuristic", time.monotonic() - started)
     return SpeculationResult(pairs, chosen, "learned" if model else "heuristic", found.faiss_kind,
-                             found.faiss_recall, candidates, (features, *found.cached))
+                             found.faiss_recall, candidates, (features, *found.cached),
+                             config.live_window)
 
 
 def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,

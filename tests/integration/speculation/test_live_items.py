@@ -6,7 +6,7 @@ import pytest
 
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
-from solaris_lib.speculation.candidates import live_items
+from solaris_lib.speculation.candidates import calibrate_live_window, live_items
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
 from solaris_lib.speculation.pipeline import mined_in_memory
 
@@ -57,3 +57,39 @@ def test_a_deep_faiss_pool_does_not_make_every_item_live(mined):
 def test_too_few_live_items_make_the_whole_window_live(mined):
     # without the gap rule only item 1 is live, fewer than twice the budget (2)
     assert _live(mined, live_gaps=0.0) == {1, 2, 3, 4, 5, 6}
+
+
+def _labels(spark, rows_per_item: dict[int, int]):
+    """Log rows of the interval after ``END``: only ``item_id`` matters to the calibration."""
+    items = [(item,) for item, count in rows_per_item.items() for _ in range(count)]
+    return spark.createDataFrame(items, "item_id long")
+
+
+def _calibrated(spark, mined, rows_per_item, **config) -> timedelta:
+    config = SpeculateConfig(budget_per_user=1, live_window=timedelta(days=1), **config)
+    return calibrate_live_window(mined, _labels(spark, rows_per_item), config)
+
+
+def test_items_that_come_back_after_weeks_widen_the_live_window(spark, mined):
+    # item 6 was silent 432 h at END and still carried half the next interval's rows
+    window = _calibrated(spark, mined, {1: 10, 6: 10})
+    assert window == timedelta(hours=433)
+    config = SpeculateConfig(budget_per_user=1, live_window=window)
+    assert {r.item_id for r in live_items(mined, config).collect()} == {1, 2, 3, 4, 5, 6}
+
+
+def test_a_small_tail_of_late_rows_keeps_the_window(spark, mined):
+    # 1 row of 51 (1.96 %) on the silent item is within the 2 % allowed to fall outside
+    assert _calibrated(spark, mined, {1: 50, 6: 1}) == timedelta(days=1)
+    # at 1 % it is not: the window grows to reach item 6's 432 h
+    assert _calibrated(spark, mined, {1: 50, 6: 1}, live_tail_share=0.01) == timedelta(hours=433)
+
+
+def test_the_window_grows_only_as_far_as_the_rows_need(spark, mined):
+    # items 3 and 4 (silent 120 h) carry the rows; nothing beyond them is needed
+    assert _calibrated(spark, mined, {3: 5, 4: 5, 1: 1}) == timedelta(hours=121)
+
+
+def test_no_labelled_rows_on_window_items_or_no_calibration_keep_the_window(spark, mined):
+    assert _calibrated(spark, mined, {99: 5}) == timedelta(days=1)
+    assert _calibrated(spark, mined, {6: 5}, live_tail_share=0.0) == timedelta(days=1)
