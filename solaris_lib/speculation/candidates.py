@@ -179,7 +179,13 @@ def cooccurrence_candidates(mined: Mined, live, per_user: int):
 
 def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, source: str):
     """(candidates, kind, recall): each user's ``faiss_count()`` nearest live ``items`` (inner
-    product of ``factor`` columns), tagged ``source`` with the score as ``v``."""
+    product of ``factor`` columns), tagged ``source`` with the score as ``v``.
+
+    With the repeat source on, the user's window pairs (which it proposes anyway) are skipped:
+    the pool holds ``faiss_count()`` items new to the user, from the ``2 x faiss_count()``
+    nearest (fewer when more than half of those are the user's own). In a ratings log, where
+    nobody rates a film twice, a fifth of the pools were films the user had already rated.
+    """
     import numpy as np
     from pyspark.sql import functions as F
 
@@ -188,14 +194,19 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     frame = items.join(live.select("item_id"), "item_id").orderBy("item_id").toPandas()
     if frame.empty:
         return None, None, None
+    k = config.faiss_count()
+    fetch = 2 * k if "repeat" in config.sources else k
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
     users = users.join(mined.user_stats.select("user_id"), "user_id")
     sample = users.orderBy("user_id").limit(500).toPandas()
     queries = np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
-                        exact_threshold=config.exact_threshold, k=config.faiss_count(),
+                        exact_threshold=config.exact_threshold, k=fetch,
                         queries=queries, seed=config.seed)
-    found = search_users(spark, users, built, config.faiss_count())
+    if fetch > k:
+        seen = mined.pair_stats.groupBy("user_id").agg(F.collect_list("item_id").alias("seen"))
+        users = users.join(seen, "user_id", "left")
+    found = search_users(spark, users, built, k, fetch)
     tagged = found.select("user_id", "item_id", F.lit(source).alias("source"),
                           F.col("faiss_score").alias("v"))
     return tagged, built.kind, built.recall

@@ -109,16 +109,20 @@ def load_index(blob: bytes, nprobe: int | None):
     return index
 
 
-def search_users(spark, user_factors, built: BuiltIndex, k: int):
-    """(user_id, item_id, faiss_score, faiss_rank) for each user's k nearest indexed items."""
+def search_users(spark, user_factors, built: BuiltIndex, k: int, fetch: int | None = None):
+    """(user_id, item_id, faiss_score, faiss_rank) for each user's k nearest indexed items.
+
+    When ``user_factors`` has a ``seen`` column (array<long>, may be null), the items in it are
+    skipped: each user gets its ``k`` nearest unseen items among the ``fetch`` (>= k) nearest.
+    """
     k = min(k, built.size)
+    fetch = min(max(fetch or k, k), built.size)
     blob = spark.sparkContext.broadcast(built.blob)
     nprobe = built.nprobe
     schema = "user_id long, item_id long, faiss_score double, faiss_rank int"
+    columns = ["user_id", "factor"] + (["seen"] if "seen" in user_factors.columns else [])
 
     def search(frames):
-        import pandas as pd
-
         index = None
         for frame in frames:
             if frame.empty:
@@ -126,13 +130,27 @@ def search_users(spark, user_factors, built: BuiltIndex, k: int):
             if index is None:
                 index = load_index(blob.value, nprobe)
             queries = np.ascontiguousarray(np.stack(frame["factor"].to_numpy()), dtype=np.float32)
-            scores, found = index.search(queries, k)
-            users = np.repeat(frame["user_id"].to_numpy(np.int64), k)
-            ranks = np.tile(np.arange(1, k + 1, dtype=np.int32), len(frame))
-            keep = found.reshape(-1) >= 0
-            yield pd.DataFrame({
-                "user_id": users[keep], "item_id": found.reshape(-1)[keep],
-                "faiss_score": scores.reshape(-1)[keep].astype(np.float64), "faiss_rank": ranks[keep],
-            })
+            scores, found = index.search(queries, fetch)
+            yield _nearest_rows(frame, scores, found, k)
 
-    return user_factors.select("user_id", "factor").mapInPandas(search, schema)
+    return user_factors.select(*columns).mapInPandas(search, schema)
+
+
+def _nearest_rows(frame, scores: np.ndarray, found: np.ndarray, k: int):
+    """Rows of one searched batch: ``found`` (B, fetch) ids (-1: none) and their ``scores``;
+    without each user's ``seen`` items (when ``frame`` has them), the first ``k`` kept."""
+    import pandas as pd
+
+    fetch = found.shape[1]
+    rows = pd.DataFrame({
+        "user_id": np.repeat(frame["user_id"].to_numpy(np.int64), fetch),
+        "item_id": found.reshape(-1), "faiss_score": scores.reshape(-1).astype(np.float64),
+    })
+    rows = rows[rows["item_id"] >= 0]
+    if "seen" in frame.columns:
+        seen = frame[["user_id", "seen"]].explode("seen").dropna()
+        seen = pd.MultiIndex.from_arrays([seen["user_id"].to_numpy(np.int64),
+                                          seen["seen"].to_numpy(np.int64)])
+        rows = rows[~pd.MultiIndex.from_frame(rows[["user_id", "item_id"]]).isin(seen)]
+    rows = rows.assign(faiss_rank=rows.groupby("user_id", sort=False).cumcount() + 1)
+    return rows[rows["faiss_rank"] <= k].astype({"faiss_rank": np.int32})

@@ -133,6 +133,24 @@ def test_item_faiss_returns_each_users_nearest_live_items(spark, mined):
         assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)
 
 
+def test_with_the_repeat_source_the_pool_skips_the_users_own_items(spark, mined):
+    mined, rows = mined
+    config = CONFIG.model_copy(update={"sources": ("repeat", "item_faiss")})
+    expected, unit = _expected_queries(rows)
+    live = {r.item_id for r in live_items(mined, config).collect()}
+    seen = {(r["user_id"], r["item_id"]) for r in rows}
+    found = item_faiss_candidates(spark, mined, live_items(mined, config), config).collect()
+    skipped = 0
+    for user, query in expected.items():
+        scores = {i: float(query @ unit[i]) for i in live}
+        nearest = sorted(scores, key=lambda i: -scores[i])[:2 * K]
+        top = [i for i in nearest if (user, i) not in seen][:K]
+        skipped += len([i for i in nearest[:K] if (user, i) in seen])
+        got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
+        assert [r.item_id for r in got] == top
+    assert skipped > 0  # the plain pools held the users' own items: the skip was exercised
+
+
 def test_item_faiss_alone_is_tagged_within_budget_and_deterministic(spark, mined):
     mined, _ = mined
     runs = [sorted(tuple(r) for r in speculate_frames(spark, mined, CONFIG).pairs.collect())

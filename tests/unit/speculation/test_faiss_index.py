@@ -5,6 +5,7 @@ import pytest
 
 from solaris_lib.speculation.faiss_index import (
     RECALL_TARGET,
+    _nearest_rows,
     build_index,
     exact_top_k,
     load_index,
@@ -43,3 +44,17 @@ def test_ivf_index_reaches_recall_target():
     assert built.kind == "ivf" and built.recall >= RECALL_TARGET
     _, found = load_index(built.blob, built.nprobe).search(queries, 20)
     assert recall_at_k(found, ids[exact_top_k(vectors, queries, 20)]) >= RECALL_TARGET - 0.02
+
+
+def test_nearest_rows_skip_each_users_seen_items_and_keep_k():
+    import pandas as pd
+
+    frame = pd.DataFrame({"user_id": [10, 11, 12], "seen": [[5, 7], None, [1, 2, 3, 4]]})
+    found = np.array([[5, 6, 7, 8], [9, 8, -1, -1], [1, 2, 3, 4]])
+    scores = -np.arange(12, dtype=np.float32).reshape(3, 4)
+    rows = _nearest_rows(frame, scores, found, k=2)
+    assert rows[["user_id", "item_id", "faiss_rank"]].values.tolist() == [
+        [10, 6, 1], [10, 8, 2], [11, 9, 1], [11, 8, 2]]
+    assert rows["faiss_score"].tolist() == [-1.0, -3.0, -4.0, -5.0]
+    plain = _nearest_rows(frame.drop(columns="seen"), scores, found, k=3)
+    assert plain.groupby("user_id").size().to_dict() == {10: 3, 11: 2, 12: 3}
