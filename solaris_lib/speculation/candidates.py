@@ -126,9 +126,10 @@ def calibrate_live_window(past: Mined, labels, config: SpeculateConfig) -> timed
             break
         tail += count
     window = max(config.live_window, timedelta(hours=needed))
-    log.info("live window %.1f days: items silent longer carried %d of the previous interval's "
-             "%d rows on items of its window (at most %.1f%% allowed)", window.total_seconds() / 86400,
-             tail, total, 100 * config.live_tail_share)
+    log.info("live window %.1f days: the previous interval's rows needed items silent up to %d h "
+             "(%d of its %d rows on items of its window were on items silent longer, at most "
+             "%.1f%% allowed)", window.total_seconds() / 86400, needed, tail, total,
+             100 * config.live_tail_share)
     return window
 
 
