@@ -21,8 +21,9 @@ recent_sim       the user's recent-interest query . the item's unit factor (:mod
 recent_sim_short the same with the short (6 h half-life) query: the last few requests' interest
 audience_sim     the user's unit short query . the item's audience (the unit mean short query of
                  its latest users, :mod:`recent`): places items with few rows, e.g. new campaigns
-faiss            1 when FAISS retrieved the pair, else 0
-item_faiss       1 when the item-to-item FAISS source retrieved the pair, else 0
+faiss            1 when FAISS retrieved the pair, else 0 (with the repeat source on, FAISS pools
+                 hold only items new to the user: see :func:`candidates._nearest`)
+item_faiss       1 when the item-to-item FAISS source retrieved the pair, else 0 (the same)
 cooc             log1p(co-occurrence score)
 miss             log1p(reported misses)
 ================ ==================================================================================
