@@ -152,21 +152,23 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
     mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
     try:
-        return _evaluate_mined(spark, request, history, future, mined, started)
+        return _evaluate_mined(spark, request, (history, future), mined, (mine_cfg, retrieval_cfg),
+                               started)
     finally:
         mined.release(factors=True)
 
 
-def _evaluate_mined(spark, request: EvalRequest, history, future, mined, started: float) -> dict:
+def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, started: float) -> dict:
     """:func:`_evaluate` once the history is mined: speculate, score, compare with baselines.
+    ``windows``: (history, future) rows; ``configs``: (MineConfig, RetrievalConfig) of the run.
     Releases what it caches on every path (the caller releases ``mined``)."""
     from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
 
+    history, future = windows
     budget = _budget(request, future, mined.user_stats)
     config = _speculate_config(request, budget, mined.user_stats)
-    mine_cfg, retrieval_cfg = MineConfig(lookback=request.lookback), RetrievalConfig(lookback=request.lookback)
     train_on = None if request.scorer == "heuristic" else train_inputs(
-        spark, request, history, mine_cfg, retrieval_cfg)
+        spark, request, history, *configs)
     try:
         result = speculate_frames(spark, mined, config, train_on=train_on)
         ranked = result.ranked.cache()
