@@ -8,7 +8,8 @@ faiss           the user's nearest live items by ALS factor (see :mod:`faiss_ind
 item_faiss      item-to-item: nearest live items (cosine of ALS item factors) to the user's
                 recent items, one query per user (see :mod:`recent`)
 cooccurrence    neighbours (shared users) of the user's most recent items
-popular         the most popular live items (decayed row count), offered to every known user
+popular         the most popular live items (decayed row count) for every known user; with repeat
+                on, the most popular ones new to the user
 miss            pairs the online client reported as misses (Redis stream, when present)
 =============== ==================================================================================
 
@@ -68,7 +69,7 @@ class CandidateSet:
     pairs: object
     faiss_kind: str | None = None
     faiss_recall: float | None = None
-    cached: tuple = ()  # frames cached while gathering (the live items), see SpeculationResult
+    cached: tuple = ()  # frames cached while gathering (live items, seen lists): SpeculationResult
 
 
 def live_items(mined: Mined, config: SpeculateConfig):
@@ -141,13 +142,31 @@ def repeat_candidates(mined: Mined, live):
     )
 
 
-def popular_candidates(mined: Mined, live, n: int):
-    """The ``n`` live items with the largest decayed counts (ties: smaller id), for every user."""
+def popular_candidates(mined: Mined, live, n: int, seen=None):
+    """The ``n`` live items with the largest decayed counts (ties: smaller id), for every user.
+
+    With ``seen`` (``(user_id, item_id)`` pairs the repeat source proposes anyway), each user
+    gets the ``n`` most popular items new to them, from the ``2n`` most popular: an active user
+    who was already scored on most of the head gets the next ones instead of a list that adds
+    nothing (in the default world the top decile of users had been scored on 60% of the 685
+    most popular items).
+    """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    top = live.orderBy(F.col("decayed").desc(), "item_id").limit(n).select("item_id")
+    ranked = live.orderBy(F.col("decayed").desc(), "item_id").limit(2 * n if seen is not None else n)
     users = mined.user_stats.select("user_id")
-    return users.crossJoin(F.broadcast(top)).select(
+    if seen is None:
+        pairs = users.crossJoin(F.broadcast(ranked.select("item_id")))
+    else:
+        top = ranked.select("item_id", "decayed").collect()
+        spark = live.sparkSession
+        ranks = spark.createDataFrame([(r["item_id"], i) for i, r in enumerate(top)],
+                                      "item_id long, _rank int")
+        new = users.crossJoin(F.broadcast(ranks)).join(seen, ["user_id", "item_id"], "left_anti")
+        order = Window.partitionBy("user_id").orderBy("_rank")
+        pairs = new.withColumn("_n", F.row_number().over(order)).filter(F.col("_n") <= n)
+    return pairs.select(
         "user_id", "item_id", F.lit("popular").alias("source"), F.lit(None).cast("double").alias("v")
     )
 
@@ -178,14 +197,16 @@ def cooccurrence_candidates(mined: Mined, live, per_user: int):
     )
 
 
-def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, source: str):
+def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, source: str,
+             seen=None):
     """(candidates, kind, recall): each user's ``faiss_count()`` nearest live ``items`` (inner
     product of ``factor`` columns), tagged ``source`` with the score as ``v``.
 
-    With the repeat source on, the user's window pairs (which it proposes anyway) are skipped:
-    the pool holds ``faiss_count()`` items new to the user, from the ``2 x faiss_count()``
-    nearest (fewer when more than half of those are the user's own). In a ratings log, where
-    nobody rates a film twice, a fifth of the pools were films the user had already rated.
+    With ``seen`` (``(user_id, seen array<long>)``: the window pairs the repeat source proposes
+    anyway, see :func:`seen_lists`), those are skipped: the pool holds ``faiss_count()`` items
+    new to the user, from the ``2 x faiss_count()`` nearest (fewer when more than half of those
+    are the user's own). In a ratings log, where nobody rates a film twice, a fifth of the pools
+    were films the user had already rated.
     """
     import numpy as np
     from pyspark.sql import functions as F
@@ -196,7 +217,7 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     if frame.empty:
         return None, None, None
     k = config.faiss_count()
-    fetch = 2 * k if "repeat" in config.sources else k
+    fetch = 2 * k if seen is not None else k
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
     users = users.join(mined.user_stats.select("user_id"), "user_id")
     sample = users.orderBy("user_id").limit(500).toPandas()
@@ -204,8 +225,7 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
                         exact_threshold=config.exact_threshold, k=fetch,
                         queries=queries, seed=config.seed)
-    if fetch > k:
-        seen = mined.pair_stats.groupBy("user_id").agg(F.collect_list("item_id").alias("seen"))
+    if seen is not None:
         users = users.join(seen, "user_id", "left")
     found = search_users(spark, users, built, k, fetch)
     tagged = found.select("user_id", "item_id", F.lit(source).alias("source"),
@@ -213,15 +233,17 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     return tagged, built.kind, built.recall
 
 
-def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
-    """(candidates, kind, recall): nearest live items to each known user's ALS factor."""
+def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):
+    """(candidates, kind, recall): nearest live items to each known user's ALS factor
+    (``seen``: see :func:`_nearest`)."""
     if mined.user_factors is None or mined.item_factors is None:
         log.info("no retrieval factors: the faiss source is skipped")
         return None, None, None
-    return _nearest(spark, mined, live, config, mined.item_factors, mined.user_factors, "faiss")
+    return _nearest(spark, mined, live, config, mined.item_factors, mined.user_factors, "faiss",
+                    seen)
 
 
-def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
+def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):
     """Nearest live items (cosine) to each known user's recent-interest query (recent.py)."""
     from solaris_lib.speculation.recent import recent_queries, unit_items
 
@@ -229,7 +251,16 @@ def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig):
     if queries is None:
         log.info("no retrieval factors: the item_faiss source is skipped")
         return None
-    return _nearest(spark, mined, live, config, unit_items(mined), queries, "item_faiss")[0]
+    return _nearest(spark, mined, live, config, unit_items(mined), queries, "item_faiss",
+                    seen)[0]
+
+
+def seen_lists(mined: Mined):
+    """(user_id, seen array<long>): each known user's window items, which the repeat source
+    proposes and the FAISS sources then skip (built once per gather, cached)."""
+    from pyspark.sql import functions as F
+
+    return mined.pair_stats.groupBy("user_id").agg(F.collect_list("item_id").alias("seen")).cache()
 
 
 def miss_candidates(mined: Mined, misses, live):
@@ -249,19 +280,26 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
     from pyspark.sql import functions as F
 
     live = live_items(mined, config).cache()
+    cached = [live]
     parts, kind, recall = [], None, None
-    if "repeat" in config.sources:
+    repeats = "repeat" in config.sources  # the other sources then skip the user's own pairs
+    if repeats:
         parts.append(repeat_candidates(mined, live))
     if "popular" in config.sources:
-        parts.append(popular_candidates(mined, live, config.popular_count()))
+        own = mined.pair_stats.select("user_id", "item_id") if repeats else None
+        parts.append(popular_candidates(mined, live, config.popular_count(), own))
     if "cooccurrence" in config.sources:
         parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
+    seen = None
+    if repeats and {"faiss", "item_faiss"} & set(config.sources):
+        seen = seen_lists(mined)
+        cached.append(seen)
     if "faiss" in config.sources:
-        found, kind, recall = faiss_candidates(spark, mined, live, config)
+        found, kind, recall = faiss_candidates(spark, mined, live, config, seen)
         if found is not None:
             parts.append(found)
     if "item_faiss" in config.sources:
-        found = item_faiss_candidates(spark, mined, live, config)
+        found = item_faiss_candidates(spark, mined, live, config, seen)
         if found is not None:
             parts.append(found)
     if "miss" in config.sources and misses is not None:
@@ -277,4 +315,4 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
         F.max(F.when(F.col("source") == "cooccurrence", F.col("v"))).alias("cooc_score"),
         F.max(F.when(F.col("source") == "miss", F.col("v"))).alias("miss_count"),
     )
-    return CandidateSet(pivot, kind, recall, (live,))
+    return CandidateSet(pivot, kind, recall, tuple(cached))

@@ -8,7 +8,8 @@ import pytest
 
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
-from solaris_lib.speculation.candidates import Mined, gather, item_faiss_candidates, live_items
+from solaris_lib.speculation.candidates import (Mined, gather, item_faiss_candidates, live_items,
+                                                seen_lists)
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 from solaris_lib.speculation.recent import recent_queries, short_interest
@@ -139,7 +140,8 @@ def test_with_the_repeat_source_the_pool_skips_the_users_own_items(spark, mined)
     expected, unit = _expected_queries(rows)
     live = {r.item_id for r in live_items(mined, config).collect()}
     seen = {(r["user_id"], r["item_id"]) for r in rows}
-    found = item_faiss_candidates(spark, mined, live_items(mined, config), config).collect()
+    found = item_faiss_candidates(spark, mined, live_items(mined, config), config,
+                                  seen_lists(mined)).collect()
     skipped = 0
     for user, query in expected.items():
         scores = {i: float(query @ unit[i]) for i in live}
