@@ -159,7 +159,7 @@ def popular_candidates(mined: Mined, live, n: int, seen=None):
     if seen is None:
         pairs = users.crossJoin(F.broadcast(ranked.select("item_id")))
     else:
-        top = ranked.select("item_id", "decayed").collect()
+        top = ranked.select("item_id").collect()  # in rank order
         spark = live.sparkSession
         ranks = spark.createDataFrame([(r["item_id"], i) for i, r in enumerate(top)],
                                       "item_id long, _rank int")
