@@ -2,6 +2,7 @@
 
     spark-submit jobs/speculate.py --start 2026-01-05T10:00 --end 2026-01-05T11:00 \
         [--budget-per-user 200] [--global-budget N] [--max-per-user M] [--faiss-k K]
+        [--live-window 2d] [--live-gaps 3] [--live-tail-share 0.02]
         [--scorer auto|learned|heuristic]
 
 Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors at or
@@ -19,8 +20,14 @@ from solaris_lib.config import load_settings
 from solaris_lib.errors import SolarisError
 from solaris_lib.layout import DataLayout
 from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.config import SpeculateConfig
-from solaris_lib.speculation.jobargs import base_parser, configure_job_logging, interval_of
+from solaris_lib.speculation.config import speculate_config
+from solaris_lib.speculation.jobargs import (
+    add_live_arguments,
+    base_parser,
+    configure_job_logging,
+    interval_of,
+    live_overrides,
+)
 from solaris_lib.speculation.misses import misses_frame, read_misses
 from solaris_lib.speculation.pipeline import run_speculate
 
@@ -40,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="nearest live items per user from each FAISS source, the candidate "
                         "pool's depth (default: SOLARIS_SPECULATE_FAISS_K, else the budget per "
                         "user)")
+    add_live_arguments(parser)
     parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
     args = parser.parse_args(argv)
@@ -47,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         interval = interval_of(args)
         settings = load_settings()
-        config = SpeculateConfig(
+        config = speculate_config(
             budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
             global_budget=args.global_budget or settings.speculate_global_budget,
             max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
             faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
-            scorer=args.scorer)
+            scorer=args.scorer, **live_overrides(args, settings))
         layout = DataLayout.from_settings(settings)
         spark = get_spark("solaris-speculate")
         try:

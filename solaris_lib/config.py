@@ -108,6 +108,24 @@ class SolarisSettings(BaseSettings):
         "depth); default the budget per user. Deeper pools (2-3x) find more of the next "
         "interval's pairs for the scorer to rank, at more speculate time.",
     )
+    speculate_live_window: str | None = Field(
+        default=None, pattern=r"^\d+[smhdw]$",
+        description="Items seen within this window before the interval's end are candidates "
+        "(live); default 2d. The window widens by itself on logs whose items come back after "
+        "weeks (see SOLARIS_SPECULATE_LIVE_TAIL_SHARE).",
+    )
+    speculate_live_gaps: float | None = Field(
+        default=None, ge=0,
+        description="An item also stays live for this many of its own mean gaps between rows "
+        "after it was last seen (sporadic items, e.g. films in a ratings log); default 3, 0: the "
+        "live window alone.",
+    )
+    speculate_live_tail_share: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="With a labelled previous interval, the live window widens to the silence "
+        "beyond which items carried at most this share of that interval's rows; default 0.02, "
+        "0: the live window as given.",
+    )
 
     fallback_clusters: int = Field(
         default=32, ge=0,

@@ -6,6 +6,8 @@ import json
 
 
 def register(subparsers) -> None:
+    from solaris_lib.speculation.jobargs import add_live_arguments
+
     cmd = subparsers.add_parser(
         "speculation-eval",
         help="run mine/retrieval/speculate at a cutoff and measure coverage on the horizon",
@@ -28,6 +30,7 @@ def register(subparsers) -> None:
     cmd.add_argument("--faiss-k", type=int, default=0,
                      help="nearest live items per user from each FAISS source (the candidate "
                      "pool's depth; default 0: the budget per user)")
+    add_live_arguments(cmd)
     cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -40,10 +43,12 @@ def _evaluate(args) -> int:
     from solaris_lib.intervals import parse_duration, parse_timestamp
     from solaris_lib.sparkutil import get_spark
     from solaris_lib.speculation.evaluate import EvalRequest, evaluate_speculation
+    from solaris_lib.speculation.jobargs import live_overrides
     from solaris_lib.storage import exists
 
     if not exists(args.logs):
         raise LogContractError(args.logs, "no such folder")
+    settings = load_settings()
     if args.budget_per_user is not None and args.budget_per_user < 1:
         raise ConfigError("--budget-per-user must be at least 1")
     request = EvalRequest(
@@ -51,8 +56,9 @@ def _evaluate(args) -> int:
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
+        live=live_overrides(args, settings),
     )
-    spark = get_spark("solaris-speculation-eval", master=load_settings().spark_master)
+    spark = get_spark("solaris-speculation-eval", master=settings.spark_master)
     report = evaluate_speculation(spark, request)
     if args.json:
         print(json.dumps(report, default=str))

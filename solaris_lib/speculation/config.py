@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from solaris_lib.errors import ConfigError
 
 SOURCES = ("repeat", "faiss", "item_faiss", "cooccurrence", "popular", "miss")
 
@@ -102,3 +104,15 @@ class SpeculateConfig(BaseModel):
 
     def cooc_count(self) -> int:
         return self.cooc_per_user or self.budget_per_user
+
+
+def speculate_config(**fields) -> SpeculateConfig:
+    """:class:`SpeculateConfig` from job flags or settings, with a :class:`ConfigError` that
+    names each bad field (``live_gaps: Input should be greater than or equal to 0``) instead of
+    pydantic's traceback."""
+    try:
+        return SpeculateConfig(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                             for err in exc.errors())
+        raise ConfigError(f"invalid speculate settings ({problems})") from exc

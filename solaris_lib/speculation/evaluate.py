@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from solaris_lib.errors import ConfigError
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.sparkutil import collect_garbage
-from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
+from solaris_lib.speculation.config import (
+    MineConfig,
+    RetrievalConfig,
+    SpeculateConfig,
+    speculate_config,
+)
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,7 @@ class EvalRequest:
     out: str | None = None
     allocation: str = "per-user"
     faiss_k: int = 0  # FAISS pool depth per user; 0: the budget
+    live: dict = field(default_factory=dict)  # live-item fields of SpeculateConfig (jobargs)
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
@@ -53,6 +59,7 @@ class EvalRequest:
             raise ConfigError(f"--allocation must be one of {', '.join(ALLOCATIONS)}")
         if self.faiss_k < 0:
             raise ConfigError("--faiss-k must be 0 (the budget) or a positive count")
+        speculate_config(**self.live)  # a bad live knob fails here, before any Spark work
         if self.allocation == "global" and self.global_budget is not None:
             raise ConfigError("--allocation global sets the global budget itself (the budget "
                               "per user x the known users): do not also give --global-budget")
@@ -112,13 +119,12 @@ def _speculate_config(request: EvalRequest, budget: int, known_users) -> Specula
     """Per-user allocation: each known user keeps its ``budget`` best pairs. Global: the same
     total (``budget`` x known users) goes to the best pairs across users, one user keeping at
     most ``GLOBAL_USER_CAP`` x ``budget``; the candidate pools are sized by ``budget`` alike."""
+    common = {"budget_per_user": budget, "scorer": request.scorer, "faiss_k": request.faiss_k,
+              **request.live}
     if request.allocation == "per-user":
-        return SpeculateConfig(budget_per_user=budget, global_budget=request.global_budget,
-                               scorer=request.scorer, faiss_k=request.faiss_k)
+        return speculate_config(global_budget=request.global_budget, **common)
     total = budget * max(1, known_users.count())
-    return SpeculateConfig(budget_per_user=budget, global_budget=total,
-                           max_per_user=GLOBAL_USER_CAP * budget, scorer=request.scorer,
-                           faiss_k=request.faiss_k)
+    return speculate_config(global_budget=total, max_per_user=GLOBAL_USER_CAP * budget, **common)
 
 
 def _empty_report(request: EvalRequest, reason: str) -> dict:

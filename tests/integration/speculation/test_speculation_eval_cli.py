@@ -28,12 +28,14 @@ def _run(capsys, *args) -> dict:
 
 def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SOLARIS_SPARK_MASTER", "local[2]")
+    monkeypatch.setenv("SOLARIS_SPECULATE_LIVE_TAIL_SHARE", "0")  # keep the window as given
     spark.catalog.clearCache()
     cutoff = WorldConfig().start + timedelta(days=2)
     report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
-                  "--out", str(tmp_path / "out"))
+                  "--live-window", "30h", "--out", str(tmp_path / "out"))
     assert KEYS <= set(report)
+    assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
     assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
     assert 0.3 < report["coverage"] <= 1.0
     assert all(0.0 < v <= 1.0 for v in report["baselines"].values())
@@ -98,6 +100,16 @@ def test_cutoff_before_any_log_is_a_clear_empty_result(interaction_logs, capsys)
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "5")
     assert report["pairs_precomputed"] == 0 and report["coverage"] is None
     assert "no history" in report["note"]
+
+
+def test_bad_live_knobs_exit_2_before_any_spark_work(interaction_logs, monkeypatch, capsys):
+    base = ["speculation-eval", "--logs", str(interaction_logs), "--cutoff", "2026-01-05",
+            "--budget-per-user", "5"]
+    assert main([*base, "--live-gaps", "-1"]) == 2
+    assert "live_gaps" in capsys.readouterr().err
+    monkeypatch.setenv("SOLARIS_SPECULATE_LIVE_TAIL_SHARE", "1.5")
+    assert main(base) == 2
+    assert "speculate_live_tail_share" in capsys.readouterr().err
 
 
 def test_missing_folder_exits_2(tmp_path):
