@@ -145,13 +145,14 @@ def repeat_candidates(mined: Mined, live):
 def popular_candidates(mined: Mined, live, n: int, seen=None):
     """The ``n`` live items with the largest decayed counts (ties: smaller id), for every user.
 
-    With ``seen`` (``(user_id, item_id)`` pairs the repeat source proposes anyway), each user
-    gets the ``n`` most popular items new to them, from the ``2n`` most popular: an active user
-    who was already scored on much of the head gets the next ones instead of repeats (in the
-    default world the top decile of users had been scored on 42% of the 685 most popular live
-    items; in a ratings log nobody rates a film twice).
+    With ``seen`` (``(user_id, seen array<long>)``, :func:`seen_lists`: the pairs the repeat
+    source proposes anyway), each user gets the ``n`` most popular items new to them, from the
+    ``2n`` most popular: an active user who was already scored on much of the head gets the
+    next ones instead of repeats (in the default world the top decile of users had been scored
+    on 42% of the 685 most popular live items; in a ratings log nobody rates a film twice).
+    The ``2n`` ranked ids travel with the function; each user's list is cut where it stands
+    (one pass over the users, no shuffle): at most users x ``n`` rows either way.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     ranked = live.orderBy(F.col("decayed").desc(), "item_id").limit(2 * n if seen is not None else n)
@@ -159,16 +160,34 @@ def popular_candidates(mined: Mined, live, n: int, seen=None):
     if seen is None:
         pairs = users.crossJoin(F.broadcast(ranked.select("item_id")))
     else:
-        top = ranked.select("item_id").collect()  # in rank order
-        spark = live.sparkSession
-        ranks = spark.createDataFrame([(r["item_id"], i) for i, r in enumerate(top)],
-                                      "item_id long, _rank int")
-        new = users.crossJoin(F.broadcast(ranks)).join(seen, ["user_id", "item_id"], "left_anti")
-        order = Window.partitionBy("user_id").orderBy("_rank")
-        pairs = new.withColumn("_n", F.row_number().over(order)).filter(F.col("_n") <= n)
+        top = [r["item_id"] for r in ranked.select("item_id").collect()]  # in rank order
+        pairs = users.join(seen, "user_id", "left").mapInPandas(
+            _new_items_of(top, n), "user_id long, item_id long")
     return pairs.select(
         "user_id", "item_id", F.lit("popular").alias("source"), F.lit(None).cast("double").alias("v")
     )
+
+
+def _new_items_of(ranked: list[int], n: int):
+    """mapInPandas function: (user_id, seen) batches -> (user_id, item_id), each user's first
+    ``n`` of ``ranked`` that are not in ``seen`` (null: none seen)."""
+
+    def new_items(batches):
+        from itertools import islice
+
+        import pandas as pd
+
+        for batch in batches:
+            users, items = [], []
+            for user, seen in zip(batch["user_id"], batch["seen"], strict=True):
+                skip = set() if seen is None else set(seen.tolist())
+                picked = list(islice((i for i in ranked if i not in skip), n))
+                users += [user] * len(picked)
+                items += picked
+            yield pd.DataFrame({"user_id": pd.array(users, "int64"),
+                                "item_id": pd.array(items, "int64")})
+
+    return new_items
 
 
 def cooccurrence_candidates(mined: Mined, live, per_user: int):
@@ -257,7 +276,7 @@ def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, se
 
 def seen_lists(mined: Mined):
     """(user_id, seen array<long>): each known user's window items, which the repeat source
-    proposes and the FAISS sources then skip (built once per gather, cached)."""
+    proposes and the popular and FAISS sources then skip (built once per gather, cached)."""
     from pyspark.sql import functions as F
 
     return mined.pair_stats.groupBy("user_id").agg(F.collect_list("item_id").alias("seen")).cache()
@@ -285,15 +304,14 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
     repeats = "repeat" in config.sources  # the other sources then skip the user's own pairs
     if repeats:
         parts.append(repeat_candidates(mined, live))
-    if "popular" in config.sources:
-        own = mined.pair_stats.select("user_id", "item_id") if repeats else None
-        parts.append(popular_candidates(mined, live, config.popular_count(), own))
-    if "cooccurrence" in config.sources:
-        parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
     seen = None
-    if repeats and {"faiss", "item_faiss"} & set(config.sources):
+    if repeats and {"popular", "faiss", "item_faiss"} & set(config.sources):
         seen = seen_lists(mined)
         cached.append(seen)
+    if "popular" in config.sources:
+        parts.append(popular_candidates(mined, live, config.popular_count(), seen))
+    if "cooccurrence" in config.sources:
+        parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
     if "faiss" in config.sources:
         found, kind, recall = faiss_candidates(spark, mined, live, config, seen)
         if found is not None:
