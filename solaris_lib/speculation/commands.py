@@ -34,6 +34,9 @@ def register(subparsers) -> None:
     cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    cmd.add_argument("--dump-candidates", default=None, metavar="DIR",
+                     help="also write the scorer's training and scoring candidates with their "
+                     "features, and the future rows, for benchmarks/scorer_replay.py")
     cmd.set_defaults(handler=_evaluate)
 
 
@@ -56,7 +59,7 @@ def _evaluate(args) -> int:
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
-        live=live_overrides(args, settings),
+        live=live_overrides(args, settings), dump=args.dump_candidates,
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)
     report = evaluate_speculation(spark, request)

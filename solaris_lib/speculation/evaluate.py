@@ -51,6 +51,7 @@ class EvalRequest:
     allocation: str = "per-user"
     faiss_k: int = 0  # FAISS pool depth per user; 0: the budget
     live: dict = field(default_factory=dict)  # live-item fields of SpeculateConfig (jobargs)
+    dump: str | None = None  # folder for the scorer's inputs and the future rows (scorer_replay)
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
@@ -127,6 +128,23 @@ def _speculate_config(request: EvalRequest, budget: int, known_users) -> Specula
     return speculate_config(global_budget=total, max_per_user=GLOBAL_USER_CAP * budget, **common)
 
 
+def _dump_future(future, known_users, budget: int, config: SpeculateConfig, out: str) -> None:
+    """With ``--dump-candidates``: the known users' future rows per pair (``future``: user_id,
+    item_id, rows; every pair, in a pool or not, so that a replay's coverage has the report's
+    denominator) and ``budget.json`` (the per-user budget, the user cap and the global budget)."""
+    import json
+    from pathlib import Path
+
+    from pyspark.sql import functions as F
+
+    rows = future.join(known_users.select("user_id"), "user_id").groupBy("user_id", "item_id").agg(
+        F.count(F.lit(1)).cast("double").alias("rows"))
+    rows.write.mode("overwrite").parquet(str(Path(out) / "future"))
+    (Path(out) / "budget.json").write_text(json.dumps(
+        {"budget_per_user": budget, "user_cap": config.user_cap(),
+         "global_budget": config.global_budget}))
+
+
 def _empty_report(request: EvalRequest, reason: str) -> dict:
     log.warning("%s", reason)
     return {"coverage": None, "coverage_all": None, "waste": None, "pairs_precomputed": 0,
@@ -176,7 +194,9 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
     train_on = None if request.scorer == "heuristic" else train_inputs(
         spark, request, history, *configs)
     try:
-        result = speculate_frames(spark, mined, config, train_on=train_on)
+        result = speculate_frames(spark, mined, config, train_on=train_on, dump=request.dump)
+        if request.dump:
+            _dump_future(future, mined.user_stats, budget, config, request.dump)
         ranked = result.ranked.cache()
         ranked.count()
         result.release()

@@ -119,13 +119,17 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
 
 
 def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=None,
-                     misses=None) -> SpeculationResult:
+                     misses=None, dump: str | None = None) -> SpeculationResult:
     """Choose the pairs to precompute from ``mined``.
 
     ``train_on``: (Mined as of the previous interval's end, log rows of the interval that
     followed it) to calibrate the live window (:func:`calibrate_live_window`) and fit the
     learned scorer; None: ``config.live_window`` and the heuristic scorer (also the scorer when
     ``config.scorer == "heuristic"``).
+    ``dump``: a folder that receives the scorer's inputs as parquet, for offline scorer
+    experiments (``benchmarks/scorer_replay.py``): ``train`` (the previous interval's labelled
+    candidates: ids, :data:`scorer.FEATURES`, ``rows``, ``label``) and ``candidates`` (this
+    run's candidates: ids, features, ``sources``, ``score``).
     """
     started = time.monotonic()
     model = None
@@ -136,6 +140,9 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
         past_found = gather(spark, past, config)
         labelled = scorer.label(scorer.add_features(past_found.pairs, past), future).cache()
         model = scorer.train(labelled, seed=config.seed)
+        if dump:
+            _dump(labelled.select("user_id", "item_id", *scorer.FEATURES, "rows", "label"),
+                  join(dump, "train"))
         for frame in (labelled, *past_found.cached):
             frame.unpersist()
     elif config.scorer == "learned":
@@ -145,6 +152,9 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     features = scorer.add_features(found.pairs, mined, with_als=needs_als).cache()
     candidates = features.count()
     scored = scorer.score(features, model)
+    if dump:
+        _dump(scored.select("user_id", "item_id", *scorer.FEATURES, "sources", "score"),
+              join(dump, "candidates"))
     chosen = scorer.apply_budgets(scored, config.user_cap(), config.global_budget)
     pairs = chosen.select(*OUTPUT_COLUMNS)
     log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
@@ -152,6 +162,12 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     return SpeculationResult(pairs, chosen, "learned" if model else "heuristic", found.faiss_kind,
                              found.faiss_recall, candidates, (features, *found.cached),
                              config.live_window)
+
+
+def _dump(frame, path: str) -> None:
+    """Write ``frame`` as parquet at ``path`` (overwritten) and log its rows."""
+    frame.write.mode("overwrite").parquet(path)
+    log.info("dumped the scorer's inputs to %s", path)
 
 
 def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,

@@ -6,7 +6,10 @@ log is evaluated once (global allocation, module-scoped) and several tests check
 import contextlib
 import io
 import json
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -33,9 +36,11 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     cutoff = WorldConfig().start + timedelta(days=2)
     report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
-                  "--live-window", "30h", "--out", str(tmp_path / "out"))
+                  "--live-window", "30h", "--out", str(tmp_path / "out"),
+                  "--dump-candidates", str(tmp_path / "dump"))
     assert KEYS <= set(report)
     assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
+    _check_replay(tmp_path / "dump", report)
     assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
     assert 0.3 < report["coverage"] <= 1.0
     assert all(0.0 < v <= 1.0 for v in report["baselines"].values())
@@ -45,6 +50,21 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     assert (tmp_path / "out" / "coverage_vs_budget.png").stat().st_size > 1000
     assert (tmp_path / "out" / "speculated" / "_SUCCESS").exists()
     assert not cached_frames(spark), "the evaluation left cached frames in the session"
+
+
+def _check_replay(dump, report) -> None:
+    """benchmarks/scorer_replay.py on the run's dump selects what the run selected."""
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "scorer_replay.py"
+    done = subprocess.run([sys.executable, str(script), "--dump", str(dump), "--interact",
+                           "user_act:als", "--drop", "miss"], capture_output=True, text=True,
+                          check=True)
+    replayed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert replayed["spark"]["per_user"] == pytest.approx(report["coverage"], abs=1e-4)
+    assert replayed["candidates"] == report["candidates"]
+    for name in ("floor", "variant"):  # a refit of the same model lands near the run's
+        assert abs(replayed[name]["per_user"] - report["coverage"]) < 0.05
+        assert replayed[name]["per_user"] <= replayed["perfect"]["per_user"]
+    assert "user_act*als" in replayed["variant_weights"] and "miss" not in replayed["variant_weights"]
 
 
 def _interaction_log():

@@ -1,0 +1,162 @@
+"""Replay the speculation scorer offline on a ``speculation-eval`` dump: try a feature in seconds.
+
+    solaris speculation-eval --logs var/world --cutoff 2026-01-12 --horizon 7d --budget-factor 3 \\
+        --dump-candidates var/dump --json
+    python benchmarks/scorer_replay.py --dump var/dump [--interact user_act:als] [--drop cooc]
+
+A Spark run of the default world takes 10-20 minutes; most of it is mining and candidate
+generation, which a new scorer feature or model does not change. The dump holds what the
+scorer saw (``train``: the earlier split's candidates with their features and label-window
+rows; ``candidates``: the scored run's candidates with features and the Spark score;
+``future``: the known users' future rows per pair; ``budget.json``). This script fits the Spark
+scorer's model again in numpy (logistic regression on standardised features, positives weighted
+by their rows, L2 1e-4, Newton steps), scores the candidates and selects them with the run's
+budgets, and reports coverage of the known users' future rows (the report's denominator) for:
+
+* ``spark``: the Spark run's own scores (checks that the replay selects as the run did);
+* ``floor``: the numpy refit on the same features (what a variant is compared with);
+* ``variant``: the features changed by ``--interact A:B`` (adds A x B) and ``--drop F``;
+* ``perfect``: the candidates ranked by their true future rows (the pools' ceiling).
+
+Each under the per-user allocation (``budget_per_user`` each) and the global one (the same
+total by score across users, one user at most 4x). Last line: one JSON object, with the
+variant's coverage over the floor's as ``ratio_*``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger("scorer_replay")
+GLOBAL_USER_CAP = 4
+L2 = 1e-4
+
+
+def load(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(train, candidates with their future ``rows``, budgets) from a dump folder."""
+    for part in ("train", "candidates", "future", "budget.json"):
+        if not (dump / part).exists():
+            raise SystemExit(f"scorer_replay: {dump / part} is missing: run speculation-eval "
+                             "with --dump-candidates first (and a learned scorer)")
+    train = pd.read_parquet(dump / "train")
+    future = pd.read_parquet(dump / "future")
+    candidates = pd.read_parquet(dump / "candidates").merge(
+        future, on=["user_id", "item_id"], how="left").fillna({"rows": 0.0})
+    budgets = json.loads((dump / "budget.json").read_text())
+    budgets["denominator"] = float(future["rows"].sum())
+    return train, candidates, budgets
+
+
+def design(frame: pd.DataFrame, features: list[str], interact: list[tuple[str, str]]) -> np.ndarray:
+    """(rows, len(features) + len(interact)) float64 matrix of the model's inputs."""
+    columns = [frame[f].to_numpy(np.float64) for f in features]
+    columns += [frame[a].to_numpy(np.float64) * frame[b].to_numpy(np.float64) for a, b in interact]
+    return np.column_stack(columns)
+
+
+def fit(x: np.ndarray, label: np.ndarray, weight: np.ndarray, steps: int = 25) -> tuple:
+    """Weighted logistic regression by Newton steps on standardised ``x``: (mean, scale, beta)
+    with ``beta[0]`` the intercept."""
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = np.column_stack([np.ones(len(x)), (x - mean) / scale])
+    beta = np.zeros(z.shape[1])
+    ridge = L2 * weight.sum() * np.eye(z.shape[1])
+    ridge[0, 0] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ beta, -30, 30)))
+        gradient = z.T @ (weight * (p - label)) + ridge @ beta
+        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + ridge
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return mean, scale, beta
+
+
+def predict(model: tuple, x: np.ndarray) -> np.ndarray:
+    """Log-odds of ``x`` under ``model`` (the ranking is the same as the probability's)."""
+    mean, scale, beta = model
+    return beta[0] + ((x - mean) / scale) @ beta[1:]
+
+
+def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict) -> dict:
+    """Coverage of the future rows by the per-user and the global selection of ``score``."""
+    budget = budgets["budget_per_user"]
+    ranked = candidates[["user_id", "item_id", "rows"]].assign(score=score).sort_values(
+        ["user_id", "score", "item_id"], ascending=[True, False, True], kind="stable")
+    rank = ranked.groupby("user_id").cumcount()
+    per_user = ranked[rank < budget]["rows"].sum()
+    total = budgets.get("global_budget") or budget * ranked["user_id"].nunique()
+    capped = ranked[rank < GLOBAL_USER_CAP * budget].sort_values(
+        ["score", "user_id", "item_id"], ascending=[False, True, True], kind="stable")
+    global_ = capped.head(total)["rows"].sum()
+    denominator = budgets["denominator"]
+    return {"per_user": round(per_user / denominator, 4), "global": round(global_ / denominator, 4)}
+
+
+def replay(train, candidates, budgets, features, interact) -> tuple[dict, list[float]]:
+    """Coverage of a numpy refit with ``features`` + ``interact`` products, and its weights."""
+    weight = np.maximum(train["rows"].to_numpy(np.float64), 1.0)
+    model = fit(design(train, features, interact), train["label"].to_numpy(np.float64), weight)
+    score = predict(model, design(candidates, features, interact))
+    return coverage(candidates, score, budgets), [round(float(b), 3) for b in model[2][1:]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from solaris_lib.speculation.scorer import FEATURES
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dump", required=True, help="folder given to --dump-candidates")
+    parser.add_argument("--interact", action="append", default=[], metavar="A:B",
+                        help="add the product of features A and B (repeatable)")
+    parser.add_argument("--drop", action="append", default=[], metavar="F",
+                        help="leave feature F out (repeatable)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
+    interact = [tuple(pair.split(":", 1)) for pair in args.interact]
+    unknown = {f for pair in interact for f in pair} | set(args.drop)
+    if unknown - set(FEATURES) or any(len(pair) != 2 for pair in interact):
+        raise SystemExit(f"scorer_replay: unknown features {sorted(unknown - set(FEATURES))}; "
+                         f"known: {', '.join(FEATURES)}")
+    started = time.monotonic()
+    train, candidates, budgets = load(Path(args.dump))
+    log.info("loaded %d training and %d scored candidates (%d future rows) in %.1f s",
+             len(train), len(candidates), budgets["denominator"], time.monotonic() - started)
+    features = list(FEATURES)
+    variant = [f for f in features if f not in args.drop]
+    floor, floor_weights = replay(train, candidates, budgets, features, [])
+    result = {
+        "spark": coverage(candidates, candidates["score"].to_numpy(np.float64), budgets),
+        "floor": floor,
+        "perfect": coverage(candidates, candidates["rows"].to_numpy(np.float64), budgets),
+        "floor_weights": dict(zip(features, floor_weights, strict=True)),
+    }
+    if args.interact or args.drop:
+        result["variant"], weights = replay(train, candidates, budgets, variant, interact)
+        names = variant + [f"{a}*{b}" for a, b in interact]
+        result["variant_weights"] = dict(zip(names, weights, strict=True))
+        for mode in ("per_user", "global"):
+            result[f"ratio_{mode}"] = round(result["variant"][mode] / result["floor"][mode], 4)
+    result.update({"candidates": len(candidates), "train_candidates": len(train),
+                   "budget_per_user": budgets["budget_per_user"],
+                   "interact": args.interact, "drop": args.drop,
+                   "seconds": round(time.monotonic() - started, 1)})
+    for name in ("spark", "floor", "variant", "perfect"):
+        if name in result:
+            log.info("%-8s per user %.4f  global %.4f", name, result[name]["per_user"],
+                     result[name]["global"])
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
