@@ -19,7 +19,7 @@ budgets, and reports coverage of the known users' future rows (the report's deno
 * ``perfect``: the candidates ranked by their true future rows (the pools' ceiling).
 
 Each under the per-user allocation (``budget_per_user`` each) and the global one (the same
-total by score across users, one user at most 4x). Last line: one JSON object, with the
+total by score across users, one user at most ``--user-cap`` x, default 4). Last line: one JSON object, with the
 variant's coverage over the floor's as ``ratio_*``.
 """
 
@@ -88,27 +88,30 @@ def predict(model: tuple, x: np.ndarray) -> np.ndarray:
     return beta[0] + ((x - mean) / scale) @ beta[1:]
 
 
-def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict) -> dict:
-    """Coverage of the future rows by the per-user and the global selection of ``score``."""
+def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict,
+             cap: int = GLOBAL_USER_CAP) -> dict:
+    """Coverage of the future rows by the per-user and the global selection of ``score`` (one
+    user at most ``cap`` x the budget in the global one)."""
     budget = budgets["budget_per_user"]
     ranked = candidates[["user_id", "item_id", "rows"]].assign(score=score).sort_values(
         ["user_id", "score", "item_id"], ascending=[True, False, True], kind="stable")
     rank = ranked.groupby("user_id").cumcount()
     per_user = ranked[rank < budget]["rows"].sum()
     total = budgets.get("global_budget") or budget * ranked["user_id"].nunique()
-    capped = ranked[rank < GLOBAL_USER_CAP * budget].sort_values(
+    capped = ranked[rank < cap * budget].sort_values(
         ["score", "user_id", "item_id"], ascending=[False, True, True], kind="stable")
     global_ = capped.head(total)["rows"].sum()
     denominator = budgets["denominator"]
     return {"per_user": round(per_user / denominator, 4), "global": round(global_ / denominator, 4)}
 
 
-def replay(train, candidates, budgets, features, interact) -> tuple[dict, list[float]]:
-    """Coverage of a numpy refit with ``features`` + ``interact`` products, and its weights."""
+def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, list[float]]:
+    """Coverage of a numpy refit with ``features`` + ``interact`` products (global selection:
+    one user at most ``cap`` x the budget), and its weights."""
     weight = np.maximum(train["rows"].to_numpy(np.float64), 1.0)
     model = fit(design(train, features, interact), train["label"].to_numpy(np.float64), weight)
     score = predict(model, design(candidates, features, interact))
-    return coverage(candidates, score, budgets), [round(float(b), 3) for b in model[2][1:]]
+    return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model[2][1:]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="add the product of features A and B (repeatable)")
     parser.add_argument("--drop", action="append", default=[], metavar="F",
                         help="leave feature F out (repeatable)")
+    parser.add_argument("--user-cap", type=int, default=GLOBAL_USER_CAP, metavar="X",
+                        help="in the global selection one user keeps at most X x the budget "
+                        "(default 4, as speculation-eval --allocation global)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     interact = [tuple(pair.split(":", 1)) for pair in args.interact]
@@ -133,21 +139,22 @@ def main(argv: list[str] | None = None) -> int:
              len(train), len(candidates), budgets["denominator"], time.monotonic() - started)
     features = list(FEATURES)
     variant = [f for f in features if f not in args.drop]
-    floor, floor_weights = replay(train, candidates, budgets, features, [])
+    cap = args.user_cap
+    floor, floor_weights = replay(train, candidates, budgets, features, [], cap)
     result = {
-        "spark": coverage(candidates, candidates["score"].to_numpy(np.float64), budgets),
+        "spark": coverage(candidates, candidates["score"].to_numpy(np.float64), budgets, cap),
         "floor": floor,
-        "perfect": coverage(candidates, candidates["rows"].to_numpy(np.float64), budgets),
+        "perfect": coverage(candidates, candidates["rows"].to_numpy(np.float64), budgets, cap),
         "floor_weights": dict(zip(features, floor_weights, strict=True)),
     }
     if args.interact or args.drop:
-        result["variant"], weights = replay(train, candidates, budgets, variant, interact)
+        result["variant"], weights = replay(train, candidates, budgets, variant, interact, cap)
         names = variant + [f"{a}*{b}" for a, b in interact]
         result["variant_weights"] = dict(zip(names, weights, strict=True))
         for mode in ("per_user", "global"):
             result[f"ratio_{mode}"] = round(result["variant"][mode] / result["floor"][mode], 4)
     result.update({"candidates": len(candidates), "train_candidates": len(train),
-                   "budget_per_user": budgets["budget_per_user"],
+                   "budget_per_user": budgets["budget_per_user"], "user_cap": cap,
                    "interact": args.interact, "drop": args.drop,
                    "seconds": round(time.monotonic() - started, 1)})
     for name in ("spark", "floor", "variant", "perfect"):
