@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solaris_lib.errors import ConfigError
+from solaris_lib.errors import ConfigError, validation_problems
 
 
 class SolarisSettings(BaseSettings):
@@ -168,10 +168,7 @@ def load_settings(**overrides: object) -> SolarisSettings:
         clean = {k: v for k, v in overrides.items() if v is not None}
         return SolarisSettings(**clean)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid SOLARIS settings ({problems})") from exc
+        raise ConfigError(f"invalid SOLARIS settings ({validation_problems(exc)})") from exc
 
 
 def settings_env(settings: SolarisSettings) -> dict[str, str]:

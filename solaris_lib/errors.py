@@ -18,6 +18,13 @@ class ConfigError(SolarisError):
     exit_code = 2
 
 
+def validation_problems(exc) -> str:
+    """One line naming each bad field of a pydantic ``ValidationError``:
+    ``live_gaps: Input should be greater than or equal to 0; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}"
+                     for err in exc.errors())
+
+
 class LogContractError(SolarisError):
     """A request-log file violates the contract as a whole (unreadable, missing or mistyped column).
 

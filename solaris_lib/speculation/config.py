@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from solaris_lib.errors import ConfigError
+from solaris_lib.errors import ConfigError, validation_problems
 
 SOURCES = ("repeat", "faiss", "item_faiss", "cooccurrence", "popular", "miss")
 
@@ -113,6 +113,4 @@ def speculate_config(**fields) -> SpeculateConfig:
     try:
         return SpeculateConfig(**fields)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                             for err in exc.errors())
-        raise ConfigError(f"invalid speculate settings ({problems})") from exc
+        raise ConfigError(f"invalid speculate settings ({validation_problems(exc)})") from exc
