@@ -19,8 +19,9 @@ budgets, and reports coverage of the known users' future rows (the report's deno
 * ``perfect``: the candidates ranked by their true future rows (the pools' ceiling).
 
 Each under the per-user allocation (``budget_per_user`` each) and the global one (the same
-total by score across users, one user at most ``--user-cap`` x, default 4). Last line: one JSON object, with the
-variant's coverage over the floor's as ``ratio_*``.
+total by score across users, one user at most ``--user-cap`` x the budget, by default the cap
+of ``speculation-eval --allocation global``). Last line: one JSON object, with the variant's
+coverage over the floor's as ``ratio_*``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 log = logging.getLogger("scorer_replay")
-GLOBAL_USER_CAP = 4
 L2 = 1e-4
 
 
@@ -88,8 +88,7 @@ def predict(model: tuple, x: np.ndarray) -> np.ndarray:
     return beta[0] + ((x - mean) / scale) @ beta[1:]
 
 
-def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict,
-             cap: int = GLOBAL_USER_CAP) -> dict:
+def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: int) -> dict:
     """Coverage of the future rows by the per-user and the global selection of ``score`` (one
     user at most ``cap`` x the budget in the global one)."""
     budget = budgets["budget_per_user"]
@@ -115,6 +114,7 @@ def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, l
 
 
 def main(argv: list[str] | None = None) -> int:
+    from solaris_lib.speculation.evaluate import GLOBAL_USER_CAP
     from solaris_lib.speculation.scorer import FEATURES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave feature F out (repeatable)")
     parser.add_argument("--user-cap", type=int, default=GLOBAL_USER_CAP, metavar="X",
                         help="in the global selection one user keeps at most X x the budget "
-                        "(default 4, as speculation-eval --allocation global)")
+                        f"(default {GLOBAL_USER_CAP}, as speculation-eval --allocation global)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     interact = [tuple(pair.split(":", 1)) for pair in args.interact]

@@ -128,21 +128,19 @@ def _speculate_config(request: EvalRequest, budget: int, known_users) -> Specula
     return speculate_config(global_budget=total, max_per_user=GLOBAL_USER_CAP * budget, **common)
 
 
-def _dump_future(future, known_users, budget: int, config: SpeculateConfig, out: str) -> None:
+def _dump_future(future, known_users, config: SpeculateConfig, out: str) -> None:
     """With ``--dump-candidates``: the known users' future rows per pair (``future``: user_id,
     item_id, rows; every pair, in a pool or not, so that a replay's coverage has the report's
-    denominator) and ``budget.json`` (the per-user budget, the user cap and the global budget)."""
+    denominator) and ``budget.json`` (the per-user budget and the global budget, None per user)."""
     import json
     from pathlib import Path
 
-    from pyspark.sql import functions as F
+    from solaris_lib.speculation.scorer import pair_rows
 
-    rows = future.join(known_users.select("user_id"), "user_id").groupBy("user_id", "item_id").agg(
-        F.count(F.lit(1)).cast("double").alias("rows"))
-    rows.write.mode("overwrite").parquet(str(Path(out) / "future"))
+    known = future.join(known_users.select("user_id"), "user_id")
+    pair_rows(known).write.mode("overwrite").parquet(str(Path(out) / "future"))
     (Path(out) / "budget.json").write_text(json.dumps(
-        {"budget_per_user": budget, "user_cap": config.user_cap(),
-         "global_budget": config.global_budget}))
+        {"budget_per_user": config.budget_per_user, "global_budget": config.global_budget}))
 
 
 def _empty_report(request: EvalRequest, reason: str) -> dict:
@@ -196,7 +194,7 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
     try:
         result = speculate_frames(spark, mined, config, train_on=train_on, dump=request.dump)
         if request.dump:
-            _dump_future(future, mined.user_stats, budget, config, request.dump)
+            _dump_future(future, mined.user_stats, config, request.dump)
         ranked = result.ranked.cache()
         ranked.count()
         result.release()

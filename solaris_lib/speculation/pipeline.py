@@ -165,7 +165,7 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
 
 
 def _dump(frame, path: str) -> None:
-    """Write ``frame`` as parquet at ``path`` (overwritten) and log its rows."""
+    """Write ``frame`` as parquet at ``path`` (overwritten) and log where."""
     frame.write.mode("overwrite").parquet(path)
     log.info("dumped the scorer's inputs to %s", path)
 

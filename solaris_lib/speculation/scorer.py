@@ -169,14 +169,20 @@ def heuristic_score():
     return (1.0 - keep).cast("double")
 
 
+def pair_rows(logs):
+    """(user_id, item_id, rows double): each pair's rows in ``logs``."""
+    from pyspark.sql import functions as F
+
+    return logs.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).cast("double").alias("rows"))
+
+
 def label(features, future_logs):
     """Add ``rows`` (the pair's rows in ``future_logs``, 0 when absent) and ``label`` (1.0 when
     ``rows`` > 0, else 0.0)."""
     from pyspark.sql import functions as F
 
-    seen = future_logs.groupBy("user_id", "item_id").agg(
-        F.count(F.lit(1)).cast("double").alias("rows"))
-    joined = features.join(seen, ["user_id", "item_id"], "left").fillna(0.0, subset=["rows"])
+    joined = features.join(pair_rows(future_logs), ["user_id", "item_id"], "left").fillna(
+        0.0, subset=["rows"])
     return joined.withColumn("label", (F.col("rows") > 0).cast("double"))
 
 

@@ -43,9 +43,10 @@ def test_per_user_and_global_selection():
         "rows": [3.0, 2.0, 1.0, 0.0, 2.0]})
     score = np.array([0.9, 0.8, 0.7, 0.1, 0.6])
     budgets = {"budget_per_user": 1, "global_budget": None, "denominator": 10.0}
-    got = replay.coverage(candidates, score, budgets)
+    got = replay.coverage(candidates, score, budgets, cap=4)
     assert got["per_user"] == pytest.approx(0.5)  # user 1 item 5 (3) + user 2 item 6 (2)
     # global: 2 pairs in total, one user at most 4: both of user 1's best
     assert got["global"] == pytest.approx(0.5)  # 3 + 2
     budgets["global_budget"] = 4
-    assert replay.coverage(candidates, score, budgets)["global"] == pytest.approx(0.8)
+    assert replay.coverage(candidates, score, budgets, cap=4)["global"] == pytest.approx(0.8)
+    assert replay.coverage(candidates, score, budgets, cap=2)["global"] == pytest.approx(0.7)
