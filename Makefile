@@ -9,6 +9,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# xdist workers for make test (0: one process, e.g. to debug with pdb)
+PYTEST_WORKERS ?= 2
 
 .PHONY: help venv test test-fast demo lint bench dist clean airflow-up airflow-down spark-up spark-down redis-up redis-down
 
@@ -25,10 +27,10 @@ venv:
 	@PYTHON=$(PYTHON) infra/venv.sh
 
 test: venv
-	@infra/services.sh $(PY) -m pytest $(PYTEST_ARGS)
+	@infra/services.sh $(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: venv
-	@infra/services.sh $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	@infra/services.sh $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 demo: venv
 	@infra/services.sh $(PY) -m solaris_lib.demo
