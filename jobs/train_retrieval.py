@@ -1,6 +1,7 @@
 """spark-submit entrypoint: ALS retrieval factors over the lookback window of one interval.
 
-    spark-submit jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d]
+    spark-submit jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d] \
+        [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1]
 
 Writes ``retrieval/interval=KEY/{users,items}`` (id, factor array<float>) under
 ``SOLARIS_DATA_ROOT``. Prints one JSON line.
@@ -16,7 +17,7 @@ from solaris_lib.config import load_settings
 from solaris_lib.errors import SolarisError
 from solaris_lib.layout import DataLayout
 from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.config import RetrievalConfig
+from solaris_lib.speculation.config import RetrievalConfig, retrieval_config
 from solaris_lib.speculation.jobargs import (
     base_parser,
     configure_job_logging,
@@ -30,13 +31,16 @@ log = logging.getLogger("solaris.jobs.train_retrieval")
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--rank", type=int, default=32, help="factor dimension")
-    parser.add_argument("--max-iter", type=int, default=10, help="ALS sweeps")
+    for flag, kind in (("--rank", int), ("--max-iter", int), ("--alpha", float), ("--reg", float)):
+        field = RetrievalConfig.model_fields[flag[2:].replace("-", "_")]
+        parser.add_argument(flag, type=kind, default=None,
+                            help=f"{field.description.rstrip('.')} (default {field.default})")
     args = parser.parse_args(argv)
     configure_job_logging()
     try:
         interval = interval_of(args)
-        config = RetrievalConfig(lookback=lookback_of(args), rank=args.rank, max_iter=args.max_iter)
+        config = retrieval_config(lookback=lookback_of(args), rank=args.rank,
+                                  max_iter=args.max_iter, alpha=args.alpha, reg=args.reg)
         layout = DataLayout.from_settings(load_settings())
         spark = get_spark("solaris-train-retrieval")
         try:

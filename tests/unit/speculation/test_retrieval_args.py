@@ -1,0 +1,48 @@
+"""jobs/train_retrieval.py's ALS flags: defaults from RetrievalConfig, bad values named."""
+
+import importlib.util
+import logging
+from pathlib import Path
+
+import pytest
+
+from solaris_lib.errors import ConfigError
+from solaris_lib.speculation.config import RetrievalConfig, retrieval_config
+
+_PATH = Path(__file__).resolve().parents[3] / "jobs" / "train_retrieval.py"
+INTERVAL = ["--start", "2026-01-05", "--end", "2026-01-06"]
+
+
+def _job():
+    spec = importlib.util.spec_from_file_location("train_retrieval_job", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unset_flags_take_the_config_defaults():
+    assert retrieval_config(rank=None, alpha=None, reg=None) == RetrievalConfig()
+    config = retrieval_config(rank=16, alpha=1.0, reg=0.01, max_iter=None)
+    assert (config.rank, config.alpha, config.reg, config.max_iter) == (16, 1.0, 0.01, 10)
+
+
+def test_bad_values_are_named():
+    with pytest.raises(ConfigError, match=r"invalid retrieval settings \(.*reg"):
+        retrieval_config(reg=-1.0)
+    with pytest.raises(ConfigError, match="alpha"):
+        retrieval_config(alpha=0.0)
+
+
+def test_the_job_rejects_a_bad_flag_before_starting_spark(caplog):
+    with caplog.at_level(logging.ERROR):
+        code = _job().main([*INTERVAL, "--reg", "-1"])
+    assert code == ConfigError.exit_code
+    assert "reg" in caplog.text
+
+
+def test_the_job_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        _job().main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in (("--rank", 32), ("--max-iter", 10), ("--alpha", 10.0), ("--reg", 0.1)):
+        assert flag in text and f"(default {default})" in text
