@@ -17,8 +17,10 @@ from solaris_lib.config import load_settings
 from solaris_lib.errors import SolarisError
 from solaris_lib.layout import DataLayout
 from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.config import RetrievalConfig, retrieval_config
+from solaris_lib.speculation.config import retrieval_config
 from solaris_lib.speculation.jobargs import (
+    add_als_arguments,
+    als_overrides,
     base_parser,
     configure_job_logging,
     interval_of,
@@ -31,16 +33,12 @@ log = logging.getLogger("solaris.jobs.train_retrieval")
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    for flag, kind in (("--rank", int), ("--max-iter", int), ("--alpha", float), ("--reg", float)):
-        field = RetrievalConfig.model_fields[flag[2:].replace("-", "_")]
-        parser.add_argument(flag, type=kind, default=None,
-                            help=f"{field.description.rstrip('.')} (default {field.default})")
+    add_als_arguments(parser)
     args = parser.parse_args(argv)
     configure_job_logging()
     try:
         interval = interval_of(args)
-        config = retrieval_config(lookback=lookback_of(args), rank=args.rank,
-                                  max_iter=args.max_iter, alpha=args.alpha, reg=args.reg)
+        config = retrieval_config(lookback=lookback_of(args), **als_overrides(args))
         layout = DataLayout.from_settings(load_settings())
         spark = get_spark("solaris-train-retrieval")
         try:

@@ -6,7 +6,7 @@ import json
 
 
 def register(subparsers) -> None:
-    from solaris_lib.speculation.jobargs import add_live_arguments
+    from solaris_lib.speculation.jobargs import add_als_arguments, add_live_arguments
 
     cmd = subparsers.add_parser(
         "speculation-eval",
@@ -31,6 +31,7 @@ def register(subparsers) -> None:
                      help="nearest live items per user from each FAISS source (the candidate "
                      "pool's depth; default 0: the budget per user)")
     add_live_arguments(cmd)
+    add_als_arguments(cmd, prefix="als-")
     cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -46,7 +47,7 @@ def _evaluate(args) -> int:
     from solaris_lib.intervals import parse_duration, parse_timestamp
     from solaris_lib.sparkutil import get_spark
     from solaris_lib.speculation.evaluate import EvalRequest, evaluate_speculation
-    from solaris_lib.speculation.jobargs import live_overrides
+    from solaris_lib.speculation.jobargs import als_overrides, live_overrides
     from solaris_lib.storage import exists
 
     if not exists(args.logs):
@@ -59,7 +60,7 @@ def _evaluate(args) -> int:
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
-        live=live_overrides(args, settings), dump=args.dump_candidates,
+        live=live_overrides(args, settings), als=als_overrides(args), dump=args.dump_candidates,
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)
     report = evaluate_speculation(spark, request)

@@ -44,9 +44,8 @@ class RetrievalConfig(BaseModel):
     max_iter: int = Field(10, ge=1, description="ALS sweeps.")
     reg: float = Field(0.1, ge=0, description="L2 regularisation.")
     alpha: float = Field(
-        10.0, gt=0, description="Confidence scale of implicit counts. With reg, it decides how "
-        "well item factors place items (docs/speculation.md, oracle features: alpha 1 and reg "
-        "0.01 place them far better on the default world, without a coverage gain)."
+        10.0, gt=0, description="Confidence scale of implicit counts (with reg, it decides how "
+        "well the item factors place items: docs/speculation.md, oracle features)."
     )
     seed: int = Field(7, description="Seed of ALS's initial factors.")
 

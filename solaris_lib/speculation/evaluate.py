@@ -25,6 +25,7 @@ from solaris_lib.speculation.config import (
     MineConfig,
     RetrievalConfig,
     SpeculateConfig,
+    retrieval_config,
     speculate_config,
 )
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
@@ -52,6 +53,11 @@ class EvalRequest:
     faiss_k: int = 0  # FAISS pool depth per user; 0: the budget
     live: dict = field(default_factory=dict)  # live-item fields of SpeculateConfig (jobargs)
     dump: str | None = None  # folder for the scorer's inputs and the future rows (scorer_replay)
+    als: dict = field(default_factory=dict)  # RetrievalConfig fields given (rank, alpha, reg, ...)
+
+    def retrieval(self) -> RetrievalConfig:
+        """The run's ALS settings: the config's defaults with ``als`` over them."""
+        return retrieval_config(lookback=self.lookback, **self.als)
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
@@ -61,6 +67,7 @@ class EvalRequest:
         if self.faiss_k < 0:
             raise ConfigError("--faiss-k must be 0 (the budget) or a positive count")
         speculate_config(**self.live)  # a bad live knob fails here, before any Spark work
+        self.retrieval()  # and so does a bad ALS knob
         if self.allocation == "global" and self.global_budget is not None:
             raise ConfigError("--allocation global sets the global budget itself (the budget "
                               "per user x the known users): do not also give --global-budget")
@@ -169,7 +176,7 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
     from solaris_lib.speculation.retrieval import train_als
 
     mine_cfg = MineConfig(lookback=request.lookback)
-    retrieval_cfg = RetrievalConfig(lookback=request.lookback)
+    retrieval_cfg = request.retrieval()
     if history.limit(1).count() == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
     mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
@@ -216,6 +223,7 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
             "live_window_s": result.live_window.total_seconds(),
             "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
             "lookback_s": request.lookback.total_seconds(),
+            "als": configs[1].model_dump(include={"rank", "max_iter", "alpha", "reg"}),
             "seconds": round(time.monotonic() - started, 1),
         })
         if request.out:

@@ -36,10 +36,11 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     cutoff = WorldConfig().start + timedelta(days=2)
     report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
-                  "--live-window", "30h", "--out", str(tmp_path / "out"),
+                  "--live-window", "30h", "--als-max-iter", "6", "--out", str(tmp_path / "out"),
                   "--dump-candidates", str(tmp_path / "dump"))
     assert KEYS <= set(report)
     assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
+    assert report["als"] == {"rank": 32, "max_iter": 6, "alpha": 10.0, "reg": 0.1}
     _check_replay(tmp_path / "dump", report)
     assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
     assert 0.3 < report["coverage"] <= 1.0

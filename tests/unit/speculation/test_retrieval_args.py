@@ -46,3 +46,32 @@ def test_the_job_help_shows_the_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for flag, default in (("--rank", 32), ("--max-iter", 10), ("--alpha", 10.0), ("--reg", 0.1)):
         assert flag in text and f"(default {default})" in text
+
+
+def _eval_args(*flags: str):
+    import argparse
+
+    from solaris_lib.speculation.commands import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["speculation-eval", "--logs", "x", "--cutoff", "2026-01-12",
+                              "--budget-factor", "3", *flags])
+
+
+def test_speculation_eval_passes_its_als_flags_to_the_run():
+    from datetime import UTC, datetime, timedelta
+
+    from solaris_lib.speculation.evaluate import EvalRequest
+    from solaris_lib.speculation.jobargs import als_overrides
+
+    args = _eval_args("--als-rank", "16", "--als-alpha", "1", "--als-reg", "0.01")
+    assert als_overrides(args) == {"rank": 16, "alpha": 1.0, "reg": 0.01}
+    assert als_overrides(_eval_args()) == {}
+    cutoff, week = datetime(2026, 1, 12, tzinfo=UTC), timedelta(days=7)
+    request = EvalRequest("x", cutoff, week, 4 * week, budget_factor=3.0, als=als_overrides(args))
+    retrieval = request.retrieval()
+    assert (retrieval.rank, retrieval.alpha, retrieval.reg, retrieval.max_iter) == (16, 1.0, 0.01, 10)
+    assert retrieval.lookback == 4 * week
+    with pytest.raises(ConfigError, match="rank"):
+        EvalRequest("x", cutoff, week, week, budget_factor=3.0, als={"rank": 1})
