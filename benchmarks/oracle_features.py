@@ -33,6 +33,8 @@ deployable model; the in-sample floor is the comparison. Last line: one JSON obj
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import json
 import logging
 import sys
@@ -41,11 +43,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scorer_replay import coverage, design, fit, load, predict  # noqa: E402
 
+def _sibling(name: str):
+    """The benchmark script ``name``.py next to this one, as a module (sys.path untouched, so
+    these scripts' names, ``load`` or ``simulate``, never shadow anything)."""
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}",
+                                                  Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+replay = _sibling("scorer_replay")
 log = logging.getLogger("oracle_features")
 SHORT_HALF_LIFE_H = 6.0
 PPMI_RANK = 24
@@ -57,9 +69,10 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
 
 def _history(logs: str, cutoff) -> pd.DataFrame:
     """Log rows before the cutoff with their age in hours at the cutoff."""
-    frame = ds.dataset(logs, format="parquet", partitioning="hive", exclude_invalid_files=True
-                       ).to_table(columns=["request_id", "user_id", "item_id", "ts"]).to_pandas()
-    frame = frame[frame.ts < cutoff].reset_index(drop=True)
+    dataset = ds.dataset(logs, format="parquet", partitioning="hive", exclude_invalid_files=True)
+    before = ds.field("ts") < pa.scalar(cutoff.to_pydatetime(), dataset.schema.field("ts").type)
+    frame = dataset.to_table(columns=["request_id", "user_id", "item_id", "ts"],
+                             filter=before).to_pandas()
     frame["age_h"] = (cutoff - frame.ts).dt.total_seconds() / 3600.0
     return frame
 
@@ -98,18 +111,28 @@ def _request_ppmi(history) -> tuple[np.ndarray, pd.Index]:
     return vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0)), items
 
 
-def oracle_columns(cand, sim, cfg, first_day: int, horizon_h: int, history) -> dict[str, list]:
+def _horizon_means(sim, hours: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item (all of ``sim.items``): the share of ``hours`` it is live, and its mean delivery
+    ramp over them as if it never ended (the simulator's ``delivery_weight``)."""
+    from solaris_lib.simulate.requests import delivery_weight
+
+    items = sim.items
+    endless = dataclasses.replace(items, end_hour=np.full_like(items.end_hour, hours.max() + 1))
+    live = np.mean([(items.end_hour > h) for h in hours], axis=0)
+    ramp = np.mean([delivery_weight(sim.cfg, endless, int(h)) for h in hours], axis=0)
+    return live, ramp
+
+
+def oracle_columns(cand, sim, first_day: int, horizon_h: int, history) -> dict[str, list]:
     """Add the oracle and log-based columns to ``cand``; returns the variants (name -> columns)."""
     users, items = sim.users, sim.items
     u = pd.Index(users.user_id).get_indexer(cand.user_id)
     i = pd.Index(items.item_id).get_indexer(cand.item_id)
     cand["o_aff"] = np.einsum("rd,rd->r", users.interest[u], items.vector[i])
-    cand["o_draw"] = np.exp(4.0 * cand["o_aff"])
-    hours = first_day * 24 + np.arange(horizon_h)
-    age = hours[None, :] - items.start_hour[:, None]
-    ramp = np.clip((age + 1) / max(cfg.ramp_up_hours, 1.0), 0.0, 1.0) * (age >= 0)
-    cand["o_live"] = (items.end_hour[:, None] > hours[None, :]).mean(axis=1)[i]
-    cand["o_ramp"] = np.log(np.maximum(ramp.mean(axis=1), 1e-4))[i]
+    cand["o_draw"] = np.exp(sim.cfg.interest_temperature * cand["o_aff"])
+    live, ramp = _horizon_means(sim, first_day * 24 + np.arange(horizon_h))
+    cand["o_live"] = live[i]
+    cand["o_ramp"] = np.log(np.maximum(ramp, 1e-4))[i]
     cand["o_pop"] = np.log(items.popularity[i])
     cand["o_rate"] = np.log(users.rate_per_day[u])
     cand["q_true"] = _query_feature(history, items.vector, pd.Index(items.item_id), cand)
@@ -127,7 +150,6 @@ def oracle_columns(cand, sim, cfg, first_day: int, horizon_h: int, history) -> d
 
 def main(argv: list[str] | None = None) -> int:
     from solaris_lib.intervals import parse_duration, parse_timestamp
-    from solaris_lib.simulate.world import Simulator, load_world_config
     from solaris_lib.speculation.evaluate import GLOBAL_USER_CAP
     from solaris_lib.speculation.scorer import FEATURES
 
@@ -139,32 +161,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     started = time.monotonic()
-    cfg = load_world_config(args.logs)
-    if cfg is None:
-        raise SystemExit(f"oracle_features: {args.logs} is not a simulated world")
     cutoff = parse_timestamp(args.cutoff)
-    first_day = int((cutoff - cfg.start).total_seconds() // 86400)
-    _, cand, budgets = load(Path(args.dump))
-    sim = Simulator(cfg)
-    for day in range(first_day):
-        for _ in sim.day(day):
-            pass
+    sim, first_day = _sibling("speculation_ceiling").simulator_at(args.logs, cutoff)
+    _, cand, budgets = replay.load(Path(args.dump))
     history = _history(args.logs, pd.Timestamp(cutoff))
     horizon_h = int(parse_duration(args.horizon).total_seconds() // 3600)
-    variants = oracle_columns(cand, sim, cfg, first_day, horizon_h, history)
+    variants = oracle_columns(cand, sim, first_day, horizon_h, history)
     log.info("oracle columns for %d candidates in %.0f s", len(cand), time.monotonic() - started)
     label = (cand["rows"] > 0).to_numpy(np.float64)
     weight = np.maximum(cand["rows"].to_numpy(np.float64), 1.0)
 
     def in_sample(features: list[str]) -> dict:
-        x = design(cand, features, [])
-        return coverage(cand, predict(fit(x, label, weight), x), budgets, GLOBAL_USER_CAP)
+        x = replay.design(cand, features, [])
+        return replay.coverage(cand, replay.predict(replay.fit(x, label, weight), x), budgets,
+                               GLOBAL_USER_CAP)
 
     floor = in_sample(list(FEATURES))
     result = {"benchmark": "oracle_features", "candidates": len(cand),
-              "spark": coverage(cand, cand["score"].to_numpy(np.float64), budgets, GLOBAL_USER_CAP),
-              "perfect": coverage(cand, cand["rows"].to_numpy(np.float64), budgets,
-                                  GLOBAL_USER_CAP),
+              "spark": replay.coverage(cand, cand["score"].to_numpy(np.float64), budgets,
+                                       GLOBAL_USER_CAP),
+              "perfect": replay.coverage(cand, cand["rows"].to_numpy(np.float64), budgets,
+                                         GLOBAL_USER_CAP),
               "floor_in_sample": floor, "variants": {},
               "corr_with_true_affinity": {
                   f: round(float(np.corrcoef(cand[f], cand["o_aff"])[0, 1]), 3)

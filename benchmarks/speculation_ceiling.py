@@ -67,6 +67,22 @@ def global_choice(expected: np.ndarray, actual: np.ndarray, budget: int, cap: in
     return float(np.take_along_axis(actual, top, 1).ravel()[chosen].sum())
 
 
+def simulator_at(logs: str, cutoff) -> tuple[Simulator, int]:
+    """(the world of ``logs`` replayed up to ``cutoff``, the cutoff's day index): its state is
+    the hidden state at the cutoff. The cutoff must be a UTC midnight after the first day."""
+    cfg = load_world_config(logs)
+    if cfg is None:
+        raise SystemExit(f"{logs} is not a simulated world (no _world/config.json)")
+    first_day = int((cutoff - cfg.start).total_seconds() // 86400)
+    if (cutoff - cfg.start) % timedelta(days=1) or first_day < 1:
+        raise SystemExit("the cutoff must be a UTC midnight after the world's first day")
+    sim = Simulator(cfg)
+    for day in range(first_day):
+        for _ in sim.day(day):
+            pass
+    return sim, first_day
+
+
 VARIANTS = ("per_user", "global", "per_user_seen_items", "global_seen_items")
 
 
@@ -96,19 +112,11 @@ def main() -> None:
                         help="the global allocation's cap per user, in budgets (as the CLI's)")
     args = parser.parse_args()
     started = time.perf_counter()
-    cfg = load_world_config(args.logs)
-    if cfg is None:
-        raise SystemExit(f"{args.logs} is not a simulated world (no _world/config.json)")
     cutoff, horizon = parse_timestamp(args.cutoff), parse_duration(args.horizon)
     lookback = parse_duration(args.lookback)
-    first_day = int((cutoff - cfg.start).total_seconds() // 86400)
+    sim, first_day = simulator_at(args.logs, cutoff)
+    cfg = sim.cfg
     days = int(np.ceil(horizon.total_seconds() / 86400))
-    if (cutoff - cfg.start) % timedelta(days=1) or first_day < 1:
-        raise SystemExit("the cutoff must be a UTC midnight after the world's first day")
-    sim = Simulator(cfg)
-    for day in range(first_day):
-        for _ in sim.day(day):
-            pass
     past_users, past_items = _rows(args.logs, cutoff - lookback, cutoff)
     known = np.unique(past_users)
     users, items = _rows(args.logs, cutoff, cutoff + horizon)

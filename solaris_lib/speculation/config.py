@@ -110,10 +110,10 @@ class SpeculateConfig(BaseModel):
 
 
 def retrieval_config(**fields) -> RetrievalConfig:
-    """:class:`RetrievalConfig` from job flags (``None`` values take the defaults), with a
+    """:class:`RetrievalConfig` from job flags (``jobargs.als_overrides``), with a
     :class:`ConfigError` that names each bad field instead of pydantic's traceback."""
     try:
-        return RetrievalConfig(**{k: v for k, v in fields.items() if v is not None})
+        return RetrievalConfig(**fields)
     except ValidationError as exc:
         raise ConfigError(f"invalid retrieval settings ({validation_problems(exc)})") from exc
 

@@ -40,7 +40,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                         "SOLARIS_SPECULATE_LIVE_TAIL_SHARE, else 0.02; 0: off)")
 
 
-ALS_FIELDS = (("rank", int), ("max_iter", int), ("alpha", float), ("reg", float))
+ALS_FIELDS = ("rank", "max_iter", "alpha", "reg")
 
 
 def add_als_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -48,16 +48,16 @@ def add_als_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None
     ALS knobs of :class:`RetrievalConfig`, each defaulting to the config's value."""
     from solaris_lib.speculation.config import RetrievalConfig
 
-    for name, kind in ALS_FIELDS:
+    for name in ALS_FIELDS:
         field = RetrievalConfig.model_fields[name]
-        parser.add_argument(f"--{prefix}{name.replace('_', '-')}", type=kind, default=None,
+        parser.add_argument(f"--{prefix}{name.replace('_', '-')}", type=field.annotation, default=None,
                             dest=f"als_{name}", help=f"ALS: {field.description.rstrip('.')} "
                             f"(default {field.default})")
 
 
 def als_overrides(args) -> dict:
     """The :class:`RetrievalConfig` fields given by :func:`add_als_arguments`'s flags."""
-    values = {name: getattr(args, f"als_{name}") for name, _ in ALS_FIELDS}
+    values = {name: getattr(args, f"als_{name}") for name in ALS_FIELDS}
     return {name: value for name, value in values.items() if value is not None}
 
 

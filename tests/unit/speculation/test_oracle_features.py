@@ -46,3 +46,20 @@ def test_request_ppmi_separates_items_that_never_share_a_request():
     assert np.abs(cosine[~same]).mean() < 0.05
     nearest = np.where(off_diagonal, cosine, -2.0).argmax(axis=1)
     assert (items.to_numpy()[nearest] // 30 == items.to_numpy() // 30).all()
+
+
+def test_horizon_means_of_liveness_and_ramp():
+    from types import SimpleNamespace
+
+    from solaris_lib.simulate.config import WorldConfig
+    from solaris_lib.simulate.entities import Items
+
+    # item 0 launched at hour 0 and ends at hour 50; item 1 launched long before, never ends
+    items = Items(item_id=np.array([1, 2]), category=np.zeros(2, np.int32),
+                  vector=np.ones((2, 2), np.float32), popularity=np.ones(2),
+                  quality=np.zeros(2, np.float32), start_hour=np.array([0, -1000]),
+                  end_hour=np.array([50, 10_000]))
+    sim = SimpleNamespace(cfg=WorldConfig(ramp_up_hours=100.0), items=items)
+    live, ramp = oracle._horizon_means(sim, np.arange(40, 60))
+    assert live == pytest.approx([0.5, 1.0])  # hours 40-49 of 40-59
+    assert ramp == pytest.approx([np.mean(np.arange(41, 61)) / 100, 1.0])  # (h + 1) / 100

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from solaris_lib.errors import ConfigError
-from solaris_lib.speculation.config import RetrievalConfig, retrieval_config
+from solaris_lib.speculation.config import retrieval_config
 
 _PATH = Path(__file__).resolve().parents[3] / "jobs" / "train_retrieval.py"
 INTERVAL = ["--start", "2026-01-05", "--end", "2026-01-06"]
@@ -20,9 +20,18 @@ def _job():
     return module
 
 
-def test_unset_flags_take_the_config_defaults():
-    assert retrieval_config(rank=None, alpha=None, reg=None) == RetrievalConfig()
-    config = retrieval_config(rank=16, alpha=1.0, reg=0.01, max_iter=None)
+def test_only_the_given_flags_override_the_config():
+    import argparse
+
+    from solaris_lib.speculation.jobargs import add_als_arguments, als_overrides
+
+    parser = argparse.ArgumentParser()
+    add_als_arguments(parser)
+    assert als_overrides(parser.parse_args([])) == {}
+    given = als_overrides(parser.parse_args(["--rank", "16", "--alpha", "1", "--reg", "0.01"]))
+    assert given == {"rank": 16, "alpha": 1.0, "reg": 0.01}
+    assert type(given["alpha"]) is float and type(given["rank"]) is int
+    config = retrieval_config(**given)
     assert (config.rank, config.alpha, config.reg, config.max_iter) == (16, 1.0, 0.01, 10)
 
 
