@@ -6,7 +6,7 @@
 
 The Bayes ceiling (``speculation_ceiling.py``) says how far coverage could go; this script says
 which missing fact is worth it. It replays the simulator to the cutoff and adds facts about each
-scored candidate (user u, item i) to the scorer's 19 features, one group at a time:
+scored candidate (user u, item i) to the scorer's features, one group at a time:
 
 * ``affinity``: the user's true interest at the cutoff . the item's true vector (and exp(4 x it),
   the simulator's draw weight);

@@ -1,9 +1,11 @@
-"""spark-submit entrypoint: ALS retrieval factors over the lookback window of one interval.
+"""spark-submit entrypoint: ALS retrieval factors and the choice model over one lookback window.
 
     spark-submit jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d] \
         [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1]
 
-Writes ``retrieval/interval=KEY/{users,items}`` (id, factor array<float>) under
+Writes ``retrieval/interval=KEY/{users,items}`` (ALS) and ``{choice_users,choice_items}`` (the
+choice model, ``solaris_lib/speculation/choice.py``, with RetrievalConfig's ``choice_*``
+settings; torch, on the GPU when there is one), each (id, factor array<float>), under
 ``SOLARIS_DATA_ROOT``. Prints one JSON line.
 """
 

@@ -42,8 +42,11 @@ class Mined:
     cooccurrence: object
     user_factors: object = None
     item_factors: object = None
+    choice_users: object = None  # choice-model vectors (choice.py), same schema as the factors
+    choice_items: object = None
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
+    choice_short: object = None  # (unit short queries, unit choice item vectors), see recent.py
 
     def release(self, factors: bool = False) -> None:
         """Unpersist the frames this object holds (the tables, the recent and short queries;
@@ -53,13 +56,13 @@ class Mined:
         are; the object can still be used, Spark recomputes."""
         frames = [self.pair_stats, self.item_stats, self.user_stats, self.cooccurrence]
         if factors:
-            frames += [self.user_factors, self.item_factors]
-        for derived in (self.recent, self.short):
+            frames += [self.user_factors, self.item_factors, self.choice_users, self.choice_items]
+        for derived in (self.recent, self.short, self.choice_short):
             frames.extend(derived or ())
         for frame in frames:
             if frame is not None and frame.is_cached:
                 frame.unpersist()
-        self.recent = self.short = None
+        self.recent = self.short = self.choice_short = None
 
 
 @dataclass

@@ -47,7 +47,26 @@ class RetrievalConfig(BaseModel):
         10.0, gt=0, description="Confidence scale of implicit counts (with reg, it decides how "
         "well the item factors place items: docs/speculation.md, oracle features)."
     )
-    seed: int = Field(7, description="Seed of ALS's initial factors.")
+    seed: int = Field(7, description="Seed of ALS's initial factors (and of the choice model's).")
+    choice: bool = Field(
+        True, description="Also fit the choice model (:mod:`choice`): item vectors whose "
+        "softmax over the catalogue explains which items each user was scored on."
+    )
+    choice_dim: int = Field(16, ge=2, description="Choice model: vector dimension.")
+    choice_reg: float = Field(
+        0.02, ge=0, description="Choice model: L2 penalty on the mean squared norm of the user "
+        "and of the item vectors (added to the mean negative log-likelihood per row)."
+    )
+    choice_steps: int = Field(300, ge=1, description="Choice model: full-batch Adam steps.")
+    choice_lr: float = Field(0.1, gt=0, description="Choice model: Adam learning rate.")
+    choice_half_life: timedelta = Field(
+        timedelta(hours=72), description="Choice model: half-life of a row's weight by its age "
+        "at the window's end (interests drift)."
+    )
+    choice_chunk_cells: int = Field(
+        1 << 24, ge=1, description="Choice model: most user x item logits in memory at once "
+        "(users are processed in chunks of this many cells; gradients add over chunks)."
+    )
 
 
 class SpeculateConfig(BaseModel):

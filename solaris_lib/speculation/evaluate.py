@@ -98,7 +98,7 @@ def train_inputs(spark, request: EvalRequest, history, mine_cfg: MineConfig,
     """(Mined as of the split, label rows) for the scorer, or None without a usable split."""
     from pyspark.sql import functions as F
 
-    from solaris_lib.speculation.retrieval import train_als
+    from solaris_lib.speculation.retrieval import train_factors
 
     split = training_split(_first_ts(history), request.cutoff, request.horizon)
     if split is None:
@@ -107,7 +107,8 @@ def train_inputs(spark, request: EvalRequest, history, mine_cfg: MineConfig,
     t = F.col("ts").cast("double")
     past = history.filter(t >= (split - request.lookback).timestamp()).filter(t < split.timestamp())
     labels = history.filter(t >= split.timestamp())
-    factors = train_als(past, retrieval_cfg) if "faiss" in SpeculateConfig().sources else (None, None)
+    factors = (train_factors(past, split, retrieval_cfg) if "faiss" in SpeculateConfig().sources
+               else (None, None))
     log.info("scorer training split at %s", split.isoformat())
     return mined_in_memory(spark, past, split, mine_cfg, factors), labels
 
@@ -173,13 +174,14 @@ def evaluate_speculation(spark, request: EvalRequest) -> dict:
 
 def _evaluate(spark, request: EvalRequest, history, future, started: float) -> dict:
     """:func:`evaluate_speculation` on the cached history and future windows."""
-    from solaris_lib.speculation.retrieval import train_als
+    from solaris_lib.speculation.retrieval import train_factors
 
     mine_cfg = MineConfig(lookback=request.lookback)
     retrieval_cfg = request.retrieval()
     if history.limit(1).count() == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
-    mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, train_als(history, retrieval_cfg))
+    mined = mined_in_memory(spark, history, request.cutoff, mine_cfg,
+                            train_factors(history, request.cutoff, retrieval_cfg))
     try:
         return _evaluate_mined(spark, request, (history, future), mined, (mine_cfg, retrieval_cfg),
                                started)

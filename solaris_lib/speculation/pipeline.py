@@ -3,7 +3,8 @@
 The run for ``[s, e)``:
 
 * ``mine`` reads ``[e - lookback, e)`` and writes ``mined/<table>/interval=KEY``.
-* ``retrieval`` reads the same window and writes ``retrieval/interval=KEY/{users,items}``.
+* ``retrieval`` reads the same window and writes ``retrieval/interval=KEY/{users,items}`` (ALS)
+  and ``{choice_users,choice_items}`` (the choice model).
 * ``speculate`` predicts the pairs of ``[e, e + (e - s))`` from the mined tables of ``KEY``, the
   newest complete retrieval partition whose key is <= ``KEY``, and the misses of ``[s, e)``. Its
   scorer is trained on the previous interval ``[s - L, s)`` when that interval's mined tables
@@ -26,6 +27,7 @@ from solaris_lib.speculation import scorer
 from solaris_lib.speculation.candidates import Mined, calibrate_live_window, gather
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
+from solaris_lib.storage import exists
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,8 @@ def history_window(end: datetime, lookback) -> Interval:
 
 def mined_in_memory(spark, logs, end: datetime, config: MineConfig, factors=(None, None)) -> Mined:
     """Mine ``logs`` (already windowed) into cached DataFrames without writing them
-    (``Mined.release`` unpersists them)."""
+    (``Mined.release`` unpersists them). ``factors``: (ALS users, ALS items) and optionally
+    (choice users, choice items) after them, as :func:`retrieval.train_factors` returns."""
     tables = {k: v.cache() for k, v in mining.mine(logs, end, config).items()
               if k != "user_history"}
     return Mined(end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
@@ -82,40 +85,52 @@ def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
     """The mined tables of ``interval`` plus the newest retrieval factors at or before it."""
     tables = {name: read_partition(spark, layout.output(MINED, interval, name))
               for name in ("pair_stats", "item_stats", "user_stats", "cooccurrence")}
-    users, items = load_factors(spark, layout, interval)
+    factors = load_factors(spark, layout, interval, choice=True)
     return Mined(interval.end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
-                 tables["cooccurrence"], users, items)
+                 tables["cooccurrence"], *factors)
 
 
-def load_factors(spark, layout: DataLayout, interval: Interval):
-    """(user_factors, item_factors) of the newest complete retrieval partition <= interval."""
+def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = False):
+    """(user_factors, item_factors) of the newest complete retrieval partition <= interval;
+    with ``choice``, (choice users, choice items) after them (None when that partition has no
+    choice vectors: written by an older version or with ``choice`` off)."""
     key = newest_key_at_or_before(layout.stage_root(RETRIEVAL), interval)
     if key is None:
         log.info("no retrieval factors at or before %s: faiss candidates skipped", interval.key)
-        return None, None
+        return (None,) * (4 if choice else 2)
     base = join(layout.stage_root(RETRIEVAL), f"interval={key}")
     log.info("retrieval factors of %s", key)
-    return spark.read.parquet(join(base, "users")), spark.read.parquet(join(base, "items"))
+    factors = (spark.read.parquet(join(base, "users")), spark.read.parquet(join(base, "items")))
+    if not choice:
+        return factors
+    if not exists(join(base, "choice_items")):
+        log.info("retrieval %s has no choice vectors: the choice features are 0", key)
+        return (*factors, None, None)
+    return (*factors, spark.read.parquet(join(base, "choice_users")),
+            spark.read.parquet(join(base, "choice_items")))
 
 
 def run_retrieval(spark, layout: DataLayout, interval: Interval, config: RetrievalConfig) -> int:
-    """Train ALS on the lookback window ending at ``interval.end``; returns users with factors."""
-    from solaris_lib.speculation.retrieval import train_als
+    """Train ALS and the choice model on the lookback window ending at ``interval.end``; returns
+    users with ALS factors."""
+    from solaris_lib.speculation.retrieval import train_factors
     from solaris_lib.storage import atomic_folder
 
     logs = read_window_spark(spark, layout.logs, history_window(interval.end, config.lookback))
-    users, items = train_als(logs, config)
-    if users is None:
-        users = spark.createDataFrame([], "user_id long, factor array<float>")
-        items = spark.createDataFrame([], "item_id long, factor array<float>")
-    count, item_count = users.count(), items.count()
+    fitted = train_factors(logs, interval.end, config)
+    names = ("users", "items") + (("choice_users", "choice_items") if config.choice else ())
+    frames = [frame if frame is not None else
+              spark.createDataFrame([], f"{key} long, factor array<float>")
+              for frame, key in zip(fitted, ("user_id", "item_id") * 2, strict=False)]
+    counts = [frame.count() for frame in frames]
     with atomic_folder(layout.output(RETRIEVAL, interval)) as staging:
-        users.orderBy("user_id").coalesce(1).write.mode("overwrite").parquet(join(staging, "users"))
-        items.orderBy("item_id").coalesce(1).write.mode("overwrite").parquet(join(staging, "items"))
-    users.unpersist()
-    items.unpersist()
-    log.info("retrieval %s: %d user and %d item factors", interval.key, count, item_count)
-    return count
+        for name, frame, key in zip(names, frames, ("user_id", "item_id") * 2, strict=False):
+            frame.orderBy(key).coalesce(1).write.mode("overwrite").parquet(join(staging, name))
+    for frame in frames:
+        frame.unpersist()
+    log.info("retrieval %s: %s", interval.key,
+             ", ".join(f"{count} {name}" for name, count in zip(names, counts, strict=False)))
+    return counts[0]
 
 
 def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=None,

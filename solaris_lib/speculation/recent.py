@@ -18,6 +18,9 @@ scored on it: where in item space its latest users' interests lie. It needs only
 places a campaign launched hours ago better than its own ALS factor does (that factor is shrunk
 towards zero by the regularisation until the item has many rows); feature ``audience_sim`` =
 ``unit(short_query(u)) . audience(j)``.
+
+The same short query in the choice model's item space (:mod:`choice`): ``choice_sim_short`` =
+``unit(short_query_choice(u)) . unit(y_j)``, the recent items' mean direction there.
 """
 
 from __future__ import annotations
@@ -123,3 +126,16 @@ def short_interest(mined: Mined):
                              unit_vectors(queries, "user_id"))
         mined.short = (queries, unit_vectors(audiences, "item_id").cache())
     return mined.short
+
+
+def choice_short_interest(mined: Mined):
+    """(unit short queries, unit choice item vectors): (user_id, factor) and (item_id, factor)
+    in the choice model's space; None without choice vectors or ``recent_decayed``. The queries
+    and vectors are cached on ``mined``."""
+    if mined.choice_items is None or SHORT_COLUMN not in mined.pair_stats.columns:
+        return None
+    if mined.choice_short is None:
+        units = unit_vectors(mined.choice_items, "item_id").cache()
+        mined.choice_short = (_user_queries(mined, units, SHORT_COLUMN), units)
+    queries, units = mined.choice_short
+    return unit_vectors(queries, "user_id"), units

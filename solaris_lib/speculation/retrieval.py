@@ -3,6 +3,8 @@
 Output ``retrieval/interval=KEY/users`` (user_id int64, factor array<float>) and
 ``retrieval/interval=KEY/items`` (item_id int64, factor array<float>), ``rank`` floats each.
 The implicit rating of a (user, item) is ``log1p(times scored) + 2 * clicks``.
+The retrieval stage also fits the choice model (:mod:`choice`) on the same window:
+``retrieval/interval=KEY/choice_users`` and ``choice_items``, the same schema.
 """
 
 from __future__ import annotations
@@ -80,3 +82,12 @@ def train_als(logs, config: RetrievalConfig):
     for frame in (ratings, users, items):
         frame.unpersist()
     return user_factors, item_factors
+
+
+def train_factors(logs, end, config: RetrievalConfig) -> tuple:
+    """Everything the retrieval stage fits on ``logs`` (windowed, ending at ``end``):
+    (ALS user factors, ALS item factors, choice user vectors, choice item vectors), each a cached
+    DataFrame or None (:func:`train_als`, :func:`choice.train_choice`)."""
+    from solaris_lib.speculation.choice import train_choice
+
+    return (*train_als(logs, config), *train_choice(logs, end, config))

@@ -21,6 +21,11 @@ recent_sim       the user's recent-interest query . the item's unit factor (:mod
 recent_sim_short the same with the short (6 h half-life) query: the last few requests' interest
 audience_sim     the user's unit short query . the item's audience (the unit mean short query of
                  its latest users, :mod:`recent`): places items with few rows, e.g. new campaigns
+choice           x_u . y_j of the choice model (:mod:`choice`; 0 without its vectors)
+choice_sim_short the user's unit short query in the choice model's item space . the item's unit
+                 choice vector (:func:`recent.choice_short_interest`; 0 without)
+user_rate        log(the user's requests per day since first seen in the window, the span
+                 floored at 6 h); 0 for users without history
 faiss            1 when FAISS retrieved the pair, else 0 (with the repeat source on, FAISS pools
                  hold only items new to the user: see :func:`candidates._nearest`)
 item_faiss       1 when the item-to-item FAISS source retrieved the pair, else 0 (the same)
@@ -49,15 +54,17 @@ log = logging.getLogger(__name__)
 FEATURES = (
     "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
     "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "recent_sim",
-    "recent_sim_short", "audience_sim", "faiss", "item_faiss", "cooc", "miss",
+    "recent_sim_short", "audience_sim", "faiss", "item_faiss", "cooc", "miss", "choice",
+    "choice_sim_short", "user_rate",
 )
+RATE_FLOOR_S = 6 * 3600.0
 
 
 def add_features(candidates, mined: Mined, with_als: bool = True):
     """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
 
-    ``with_als`` False skips the factor joins (``als``, ``recent_sim``, ``recent_sim_short`` and
-    ``audience_sim`` are 0), for runs that do not use them.
+    ``with_als`` False skips the factor joins (``als``, ``recent_sim``, ``recent_sim_short``,
+    ``audience_sim``, ``choice`` and ``choice_sim_short`` are 0), for runs that do not use them.
     """
     from pyspark.sql import functions as F
 
@@ -71,16 +78,20 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "item_id", F.col("decayed").alias("idec"), "trend",
         F.col("last_seen").cast("double").alias("il"), F.col("first_seen").cast("double").alias("if"),
     )
-    users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"))
+    span = F.greatest(F.lit(t) - F.col("first_seen").cast("double"), F.lit(RATE_FLOOR_S))
+    users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"),
+                                    F.log(F.col("requests") * 86400.0 / span).alias("urate"))
     df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
     df = df.join(F.broadcast(users), "user_id", "left")
-    factor_features = ["als", "recent_sim", "recent_sim_short", "audience_sim"]
+    factor_features = ["als", "recent_sim", "recent_sim_short", "audience_sim", "choice",
+                       "choice_sim_short"]
     if with_als:
         df = with_short_scores(with_recent_score(with_als_score(df, mined), mined), mined)
+        df = with_choice_scores(df, mined)
     else:
         for name in factor_features:
             df = df.withColumn(name, F.lit(0.0))
-    df = df.fillna(0.0, subset=["pd", "ur", "idec", *factor_features])
+    df = df.fillna(0.0, subset=["pd", "ur", "urate", "idec", *factor_features])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -102,6 +113,9 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "item_faiss": F.col("item_faiss_score").isNotNull().cast("double"),
         "cooc": F.log1p(F.coalesce(F.col("cooc_score"), F.lit(0.0))),
         "miss": F.log1p(F.coalesce(F.col("miss_count"), F.lit(0.0))),
+        "choice": F.col("choice"),
+        "choice_sim_short": F.col("choice_sim_short"),
+        "user_rate": F.col("urate"),
     }
     df = df.select("user_id", "item_id", "sources",
                    *[c.cast("double").alias(name) for name, c in columns.items()])
@@ -154,6 +168,22 @@ def with_short_scores(df, mined: Mined):
     queries, audiences = short
     df = _dot(df, queries, unit_items(mined), "recent_sim_short")
     return _dot(df, unit_vectors(queries, "user_id"), audiences, "audience_sim")
+
+
+def with_choice_scores(df, mined: Mined):
+    """Add ``choice`` (x_u . y_j) and ``choice_sim_short`` (unit short query in the choice
+    space . unit y_j); 0 without choice vectors."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.speculation.recent import choice_short_interest
+
+    if mined.choice_users is None or mined.choice_items is None:
+        return df.withColumn("choice", F.lit(0.0)).withColumn("choice_sim_short", F.lit(0.0))
+    df = _dot(df, mined.choice_users, mined.choice_items, "choice")
+    short = choice_short_interest(mined)
+    if short is None:
+        return df.withColumn("choice_sim_short", F.lit(0.0))
+    return _dot(df, *short, "choice_sim_short")
 
 
 def heuristic_score():

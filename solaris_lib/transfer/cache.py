@@ -114,19 +114,18 @@ class Speculator:
         return read_window_spark(self.spark, self.logs_root, Interval(start, end))
 
     def factors(self, asof: datetime):
-        """ALS factors trained once, on the lookback before ``retrieval_asof`` (the first
+        """Retrieval factors (ALS and the choice model) trained once, on the lookback before ``retrieval_asof`` (the first
         speculation run's time), and reused by every later run: no run sees factors trained on
         logs at or after its own time, as with a retrieval job that runs less often than
         speculation (one ALS fit per experiment keeps the report fast)."""
-        from solaris_lib.speculation.retrieval import train_als
+        from solaris_lib.speculation.retrieval import train_factors
 
         if asof < self.retrieval_asof:
             raise ValueError(f"no retrieval factors as of {asof} (trained at {self.retrieval_asof})")
         if self._factors is None:
             cut = self.retrieval_asof
-            users, items = train_als(self._logs(cut - self.config.lookback, cut), self.als_cfg)
-            self._factors = (users.cache() if users is not None else None,
-                             items.cache() if items is not None else None)
+            fitted = train_factors(self._logs(cut - self.config.lookback, cut), cut, self.als_cfg)
+            self._factors = tuple(f.cache() if f is not None else None for f in fitted)
         return self._factors
 
     def mined(self, asof: datetime):

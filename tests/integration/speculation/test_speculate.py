@@ -2,17 +2,26 @@
 
 from datetime import timedelta
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import SPECULATED, DataLayout
+from solaris_lib.layout import RETRIEVAL, SPECULATED, DataLayout
 from solaris_lib.logs.reader import read_window
 from solaris_lib.simulate.config import WorldConfig
+from solaris_lib.speculation.choice import fit_choice
 from solaris_lib.speculation.config import SOURCES, MineConfig, RetrievalConfig, SpeculateConfig
-from solaris_lib.speculation.pipeline import run_mine, run_retrieval, run_speculate
+from solaris_lib.speculation.pipeline import (
+    history_window,
+    load_factors,
+    run_mine,
+    run_retrieval,
+    run_speculate,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -20,6 +29,7 @@ START = WorldConfig().start
 INTERVAL = Interval(START + timedelta(hours=40), START + timedelta(hours=44))
 MINE = MineConfig(lookback=timedelta(days=2))
 SPEC = SpeculateConfig(budget_per_user=30, global_budget=5000, faiss_k=40, cooc_per_user=40)
+RETRIEVAL_CFG = RetrievalConfig(lookback=timedelta(days=2), max_iter=5, rank=8)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +43,7 @@ def layout(tiny_world, tmp_path_factory):
 def speculated(spark, layout):
     run_mine(spark, layout, INTERVAL.previous(), MINE)
     run_mine(spark, layout, INTERVAL, MINE)
-    run_retrieval(spark, layout, INTERVAL.previous(), RetrievalConfig(lookback=timedelta(days=2),
-                                                                      max_iter=5, rank=8))
+    run_retrieval(spark, layout, INTERVAL.previous(), RETRIEVAL_CFG)
     report = run_speculate(spark, layout, INTERVAL, SPEC)
     return report, pq.read_table(layout.output(SPECULATED, INTERVAL))
 
@@ -93,3 +102,37 @@ def test_heuristic_without_previous_interval_and_error_without_mined(spark, layo
     assert report["scorer"] == "heuristic" and report["pairs"] > 0
     with pytest.raises(EmptyInputError, match="run its job first"):
         run_speculate(spark, layout, later.following(), SPEC)
+
+
+def _vectors(path) -> tuple[np.ndarray, np.ndarray]:
+    table = pq.read_table(path)
+    return table.column(0).to_numpy(), np.stack(table.column("factor").to_numpy(zero_copy_only=False))
+
+
+def test_choice_vectors_match_a_fit_on_independently_weighted_rows(speculated, layout):
+    """The written choice vectors are the model fitted on the window's rows, each weighted
+    2^(-age / 72 h) at the window's end (weights computed here from the raw logs)."""
+    window = history_window(INTERVAL.previous().end, RETRIEVAL_CFG.lookback)
+    rows = read_window(layout.logs, window).table.to_pandas()
+    age_s = (pd.Timestamp(window.end) - rows.ts).dt.total_seconds().to_numpy()
+    rows["w"] = np.exp(-np.log(2.0) * age_s / RETRIEVAL_CFG.choice_half_life.total_seconds())
+    pairs = rows.groupby(["user_id", "item_id"], as_index=False)["w"].sum()
+    user_ids, users = np.unique(pairs.user_id, return_inverse=True)
+    item_ids, items = np.unique(pairs.item_id, return_inverse=True)
+    x, y, _ = fit_choice(users, items, pairs.w.to_numpy(), (len(user_ids), len(item_ids)),
+                         RETRIEVAL_CFG)
+    base = f"{layout.stage_root(RETRIEVAL)}/interval={INTERVAL.previous().key}"
+    written_users, written_x = _vectors(f"{base}/choice_users")
+    written_items, written_y = _vectors(f"{base}/choice_items")
+    assert np.array_equal(written_users, user_ids) and np.array_equal(written_items, item_ids)
+    assert written_y.shape == (len(item_ids), RETRIEVAL_CFG.choice_dim)
+    np.testing.assert_allclose(written_x, x, atol=2e-3)
+    np.testing.assert_allclose(written_y, y, atol=2e-3)
+
+
+def test_retrieval_without_the_choice_model_loads_as_none(spark, layout):
+    later = INTERVAL.shift(timedelta(hours=4))
+    run_retrieval(spark, layout, later, RETRIEVAL_CFG.model_copy(update={"choice": False}))
+    users, items, choice_users, choice_items = load_factors(spark, layout, later, choice=True)
+    assert users.count() > 0 and items.count() > 0
+    assert choice_users is None and choice_items is None

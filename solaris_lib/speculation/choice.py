@@ -1,0 +1,146 @@
+"""The choice model: user and item vectors that explain which items each user was scored on.
+
+A request's candidates are the upstream retrieval's picks among the live catalogue, drawn by the
+user's interest. The choice model is that draw as a softmax over the items of the window::
+
+    P(item j | user u) = softmax_j(x_u . y_j + b_j)        x_u, y_j: (dim,) floats, b_j: scalar
+
+fitted to the window's rows, each weighted ``2 ** (-age / choice_half_life)`` at the window's
+end (interests drift), by maximising the weighted mean log-likelihood per row minus
+``choice_reg * (mean_u |x_u|^2 + mean_j |y_j|^2)`` with full-batch Adam (``choice_steps`` steps).
+The bias ``b_j`` takes the item's popularity and pacing, so ``y_j`` places the item by *who* is
+scored on it. ALS's implicit loss treats every unseen pair alike; the softmax compares an item
+with the rest of the catalogue the user could have been shown, which is how the candidates were
+drawn. On the default simulated world its vectors correlate far better with the hidden true
+affinity than ALS's (docs/speculation.md, "The choice model").
+
+Outputs the ALS factors' schema: ``(user_id long, factor array<float>)`` and
+``(item_id long, factor array<float>)``; the scorer uses ``x_u . y_j`` (feature ``choice``) and
+the user's 6-hour query in this space (``choice_sim_short``, :mod:`recent`).
+
+Cost: each step multiplies users x items x dim twice (2,000 users x 9,000 items x 16 x 300
+steps: about 15 s on two CPU cores); it runs on the GPU when torch sees one. Memory is bounded
+by ``choice_chunk_cells`` logits: users are processed in chunks and their gradients add up
+before each step, so the fit is the same whatever the chunking. The rows are collected to the
+driver (16 bytes per distinct pair); catalogues beyond about 1e5 items want a sampled softmax,
+which this module does not implement.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+import numpy as np
+
+from solaris_lib.speculation.config import RetrievalConfig
+
+log = logging.getLogger(__name__)
+
+LOG_EVERY = 50
+
+
+def choice_rows(logs, end: datetime, half_life_s: float):
+    """(user_id, item_id, weight double): each pair's rows weighted by their age at ``end``."""
+    from solaris_lib.speculation.mine import decayed_sum
+
+    return logs.groupBy("user_id", "item_id").agg(decayed_sum(end, half_life_s).alias("weight"))
+
+
+def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: tuple[int, int],
+               config: RetrievalConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fit the softmax on weighted pairs; returns (x (U, dim), y (I, dim), b (I,)) float32.
+
+    ``users``, ``items``: int row indices (n,) into ``shape = (U, I)``; ``weight``: (n,) > 0.
+    Deterministic for a seed on one device.
+    """
+    import torch
+
+    if len(weight) == 0 or float(np.sum(weight)) <= 0:
+        raise ValueError("fit_choice needs at least one pair with a positive weight")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = torch.Generator().manual_seed(config.seed)
+    n_users, n_items = shape
+    x = (0.1 * torch.randn(n_users, config.choice_dim, generator=generator)).to(device)
+    y = (0.1 * torch.randn(n_items, config.choice_dim, generator=generator)).to(device)
+    b = torch.zeros(n_items, device=device)
+    params = [p.requires_grad_() for p in (x, y, b)]
+    chunks = _chunks(users, items, weight, shape, config.choice_chunk_cells, device)
+    total = float(np.sum(weight))
+    optimiser = torch.optim.Adam(params, lr=config.choice_lr)
+    started = time.monotonic()
+    for step in range(config.choice_steps):
+        optimiser.zero_grad()
+        nll = sum(_chunk_loss(chunk, x, y, b, total) for chunk in chunks)
+        penalty = config.choice_reg * (x.pow(2).sum(1).mean() + y.pow(2).sum(1).mean())
+        penalty.backward()
+        optimiser.step()
+        if step % LOG_EVERY == 0 or step == config.choice_steps - 1:
+            log.info("choice model step %d/%d: loss %.4f per row (%.1f steps/s)", step + 1,
+                     config.choice_steps, nll + float(penalty.detach()),
+                     (step + 1) / max(time.monotonic() - started, 1e-9))
+    return tuple(p.detach().cpu().numpy().astype(np.float32) for p in params)
+
+
+def _chunks(users, items, weight, shape, cells: int, device) -> list:
+    """[(first user row, dense (rows, I) weights)] covering all users, each at most ``cells``
+    logits (at least one user)."""
+    import torch
+
+    n_users, n_items = shape
+    per_chunk = max(1, cells // max(n_items, 1))
+    chunks = []
+    for first in range(0, n_users, per_chunk):
+        last = min(first + per_chunk, n_users)
+        mask = (users >= first) & (users < last)
+        dense = torch.zeros(last - first, n_items, dtype=torch.float32)
+        dense.index_put_((torch.as_tensor(users[mask] - first, dtype=torch.long),
+                          torch.as_tensor(items[mask], dtype=torch.long)),
+                         torch.as_tensor(weight[mask], dtype=torch.float32), accumulate=True)
+        chunks.append((first, dense.to(device)))
+    return chunks
+
+
+def _chunk_loss(chunk, x, y, b, total: float) -> float:
+    """Backpropagate one chunk's share of the mean negative log-likelihood; returns its value."""
+    import torch
+
+    first, dense = chunk
+    logits = x[first:first + dense.shape[0]] @ y.T + b
+    loss = -(dense * torch.log_softmax(logits, dim=1)).sum() / total
+    loss.backward()
+    return float(loss.detach())
+
+
+def train_choice(logs, end: datetime, config: RetrievalConfig):
+    """Fit the choice model on ``logs`` (already windowed, ending at ``end``); returns cached
+    (user_factors, item_factors) DataFrames, or (None, None) when disabled or without rows."""
+    if not config.choice:
+        return None, None
+    spark = logs.sparkSession
+    rows = choice_rows(logs, end, config.choice_half_life.total_seconds()).toArrow()
+    user_id = rows.column("user_id").to_numpy().astype(np.int64)
+    item_id = rows.column("item_id").to_numpy().astype(np.int64)
+    weight = rows.column("weight").to_numpy().astype(np.float64)
+    keep = weight > 0
+    if not keep.any():
+        log.warning("no rows in the choice model's window: no choice vectors")
+        return None, None
+    user_ids, users = np.unique(user_id[keep], return_inverse=True)
+    item_ids, items = np.unique(item_id[keep], return_inverse=True)
+    started = time.monotonic()
+    x, y, _ = fit_choice(users, items, weight[keep], (len(user_ids), len(item_ids)), config)
+    log.info("choice model: %d users x %d items from %d pairs in %.1f s", len(user_ids),
+             len(item_ids), int(keep.sum()), time.monotonic() - started)
+    return (_factor_frame(spark, "user_id", user_ids, x), _factor_frame(spark, "item_id", item_ids, y))
+
+
+def _factor_frame(spark, key: str, ids: np.ndarray, vectors: np.ndarray):
+    """Cached (key long, factor array<float>) DataFrame of ``ids`` and their ``vectors``."""
+    import pandas as pd
+
+    frame = pd.DataFrame({key: ids.astype(np.int64), "factor": list(vectors.astype(np.float32))})
+    result = spark.createDataFrame(frame, f"{key} long, factor array<float>").cache()
+    result.count()
+    return result
