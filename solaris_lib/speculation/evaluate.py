@@ -113,6 +113,13 @@ def train_inputs(spark, request: EvalRequest, history, mine_cfg: MineConfig,
     return mined_in_memory(spark, past, split, mine_cfg, factors), labels
 
 
+def _choice_settings(config: RetrievalConfig) -> dict:
+    """The choice model's settings for the report (``enabled`` False: its features were 0)."""
+    return {"enabled": config.choice, "dim": config.choice_dim, "reg": config.choice_reg,
+            "steps": config.choice_steps, "lr": config.choice_lr,
+            "half_life_s": config.choice_half_life.total_seconds()}
+
+
 def _budget(request: EvalRequest, future, known_users) -> int:
     """The per-user budget: given, or ``budget_factor`` x mean future distinct pairs per user."""
     if request.budget_per_user is not None:
@@ -226,6 +233,7 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
             "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
             "lookback_s": request.lookback.total_seconds(),
             "als": configs[1].model_dump(include={"rank", "max_iter", "alpha", "reg"}),
+            "choice": _choice_settings(configs[1]),
             "seconds": round(time.monotonic() - started, 1),
         })
         if request.out:

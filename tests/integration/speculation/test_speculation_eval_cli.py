@@ -11,6 +11,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from solaris_lib.cli import main
@@ -41,7 +42,12 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     assert KEYS <= set(report)
     assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
     assert report["als"] == {"rank": 32, "max_iter": 6, "alpha": 10.0, "reg": 0.1}
+    assert report["choice"] == {"enabled": True, "dim": 16, "reg": 0.02, "steps": 300,
+                                "lr": 0.1, "half_life_s": 72 * 3600.0}
     _check_replay(tmp_path / "dump", report)
+    dumped = pq.read_table(tmp_path / "dump" / "candidates",
+                           columns=["choice", "choice_sim_short", "user_rate"]).to_pandas()
+    assert (dumped != 0).mean().min() > 0.5  # the choice model and the rate reached the scorer
     assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
     assert 0.3 < report["coverage"] <= 1.0
     assert all(0.0 < v <= 1.0 for v in report["baselines"].values())
