@@ -18,12 +18,12 @@ Outputs the ALS factors' schema: ``(user_id long, factor array<float>)`` and
 ``(item_id long, factor array<float>)``; the scorer uses ``x_u . y_j`` (feature ``choice``) and
 the user's 6-hour query in this space (``choice_sim_short``, :mod:`recent`).
 
-Cost: each step multiplies users x items x dim twice (2,000 users x 9,000 items x 16 x 300
-steps: about 15 s on two CPU cores); it runs on the GPU when torch sees one. Memory is bounded
-by ``choice_chunk_cells`` logits: users are processed in chunks and their gradients add up
-before each step, so the fit is the same whatever the chunking. The rows are collected to the
-driver (16 bytes per distinct pair); catalogues beyond about 1e5 items want a sampled softmax,
-which this module does not implement.
+Cost: each step multiplies users x items x dim twice (1,500 users x 5,500 items x 16 x 300
+steps: 18-27 s on the two CPU cores here); it runs on the GPU when torch sees one. The dense
+logits are bounded by ``choice_chunk_cells``: users are processed in chunks and their gradients
+add up before each step, so the fit is the same whatever the chunking; the pairs stay sparse.
+The pairs are collected to the driver (about 24 bytes per distinct pair); catalogues beyond
+about 1e5 items want a sampled softmax, which this module does not implement.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: 
 
 
 def _chunks(users, items, weight, shape, cells: int, device) -> list:
-    """[(first user row, dense (rows, I) weights)] covering all users, each at most ``cells``
-    logits (at least one user)."""
+    """[(first user row, last + 1, pair rows in the chunk (n,), pair items (n,), pair weights (n,),
+    each user's total weight (last - first,))] covering all users, each chunk at most ``cells``
+    logits (at least one user). The pairs stay sparse: only a chunk's logits are ever dense."""
     import torch
 
     n_users, n_items = shape
@@ -94,21 +95,25 @@ def _chunks(users, items, weight, shape, cells: int, device) -> list:
     for first in range(0, n_users, per_chunk):
         last = min(first + per_chunk, n_users)
         mask = (users >= first) & (users < last)
-        dense = torch.zeros(last - first, n_items, dtype=torch.float32)
-        dense.index_put_((torch.as_tensor(users[mask] - first, dtype=torch.long),
-                          torch.as_tensor(items[mask], dtype=torch.long)),
-                         torch.as_tensor(weight[mask], dtype=torch.float32), accumulate=True)
-        chunks.append((first, dense.to(device)))
+        rows = users[mask] - first
+        totals = np.bincount(rows, weights=weight[mask], minlength=last - first)
+        chunks.append((first, last) + tuple(
+            torch.as_tensor(a, dtype=dtype, device=device)
+            for a, dtype in ((rows, torch.long), (items[mask], torch.long),
+                             (weight[mask], torch.float32), (totals, torch.float32))))
     return chunks
 
 
 def _chunk_loss(chunk, x, y, b, total: float) -> float:
-    """Backpropagate one chunk's share of the mean negative log-likelihood; returns its value."""
+    """Backpropagate one chunk's share of the mean negative log-likelihood; returns its value.
+
+    ``-sum_pairs w log softmax = -(sum_pairs w * logit - sum_users W_u * logsumexp_u)``."""
     import torch
 
-    first, dense = chunk
-    logits = x[first:first + dense.shape[0]] @ y.T + b
-    loss = -(dense * torch.log_softmax(logits, dim=1)).sum() / total
+    first, last, rows, cols, weight, user_totals = chunk
+    logits = x[first:last] @ y.T + b
+    chosen = (weight * logits[rows, cols]).sum()
+    loss = ((user_totals * torch.logsumexp(logits, dim=1)).sum() - chosen) / total
     loss.backward()
     return float(loss.detach())
 

@@ -117,8 +117,8 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
     from solaris_lib.storage import atomic_folder
 
     logs = read_window_spark(spark, layout.logs, history_window(interval.end, config.lookback))
-    fitted = train_factors(logs, interval.end, config)
     names = ("users", "items") + (("choice_users", "choice_items") if config.choice else ())
+    fitted = train_factors(logs, interval.end, config)[:len(names)]
     frames = [frame if frame is not None else
               spark.createDataFrame([], f"{key} long, factor array<float>")
               for frame, key in zip(fitted, ("user_id", "item_id") * 2, strict=False)]

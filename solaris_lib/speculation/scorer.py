@@ -129,9 +129,16 @@ def _dot(df, users, items, name: str):
     users = users.select("user_id", F.col("factor").alias("uf"))
     items = items.select("item_id", F.col("factor").alias("vf"))
     joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
-    dot = F.aggregate(F.zip_with("uf", "vf", lambda x, y: x * y), F.lit(0.0),
-                      lambda acc, v: acc + v.cast("double"))
-    return joined.withColumn(name, dot).drop("uf", "vf")
+    return joined.withColumn(name, _dot_column("uf", "vf")).drop("uf", "vf")
+
+
+def _dot_column(left: str, right: str):
+    """Column: the inner product of the float arrays ``left`` and ``right`` (null when either is
+    null), summed as doubles."""
+    from pyspark.sql import functions as F
+
+    return F.aggregate(F.zip_with(left, right, lambda x, y: x * y), F.lit(0.0),
+                       lambda acc, v: acc + v.cast("double"))
 
 
 def with_als_score(df, mined: Mined):
@@ -172,18 +179,26 @@ def with_short_scores(df, mined: Mined):
 
 def with_choice_scores(df, mined: Mined):
     """Add ``choice`` (x_u . y_j) and ``choice_sim_short`` (unit short query in the choice
-    space . unit y_j); 0 without choice vectors."""
+    space . unit y_j); 0 without choice vectors (the short one also without a short query).
+    One join per side: the user's vector and query travel together, as do the item's vector
+    and its unit version."""
     from pyspark.sql import functions as F
 
     from solaris_lib.speculation.recent import choice_short_interest
 
     if mined.choice_users is None or mined.choice_items is None:
         return df.withColumn("choice", F.lit(0.0)).withColumn("choice_sim_short", F.lit(0.0))
-    df = _dot(df, mined.choice_users, mined.choice_items, "choice")
     short = choice_short_interest(mined)
-    if short is None:
-        return df.withColumn("choice_sim_short", F.lit(0.0))
-    return _dot(df, *short, "choice_sim_short")
+    users = mined.choice_users.select("user_id", F.col("factor").alias("cx"))
+    items = mined.choice_items.select("item_id", F.col("factor").alias("cy"))
+    if short is not None:
+        queries, units = short
+        users = users.join(queries.select("user_id", F.col("factor").alias("cq")), "user_id", "left")
+        items = items.join(units.select("item_id", F.col("factor").alias("cu")), "item_id", "left")
+    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
+    joined = joined.withColumn("choice", _dot_column("cx", "cy"))
+    short_dot = _dot_column("cq", "cu") if short is not None else F.lit(0.0)
+    return joined.withColumn("choice_sim_short", short_dot).drop("cx", "cy", "cq", "cu")
 
 
 def heuristic_score():
