@@ -46,7 +46,7 @@ class Mined:
     choice_items: object = None
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
-    choice_short: object = None  # (unit short queries, unit choice item vectors), see recent.py
+    choice_short: object = None  # (short queries, unit choice item vectors), see recent.py
 
     def release(self, factors: bool = False) -> None:
         """Unpersist the frames this object holds (the tables, the recent and short queries;

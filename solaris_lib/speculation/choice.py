@@ -21,7 +21,8 @@ the user's 6-hour query in this space (``choice_sim_short``, :mod:`recent`).
 Cost: each step multiplies users x items x dim twice (1,500 users x 5,500 items x 16 x 300
 steps: 18-27 s on the two CPU cores here); it runs on the GPU when torch sees one. The dense
 logits are bounded by ``choice_chunk_cells``: users are processed in chunks and their gradients
-add up before each step, so the fit is the same whatever the chunking; the pairs stay sparse.
+add up before each step, so the fit is the same whatever the chunking (up to the order of float sums);
+the pairs stay sparse.
 The pairs are collected to the driver (about 24 bytes per distinct pair); catalogues beyond
 about 1e5 items want a sampled softmax, which this module does not implement.
 """
@@ -53,7 +54,8 @@ def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: 
     """Fit the softmax on weighted pairs; returns (x (U, dim), y (I, dim), b (I,)) float32.
 
     ``users``, ``items``: int row indices (n,) into ``shape = (U, I)``; ``weight``: (n,) > 0.
-    Deterministic for a seed on one device.
+    Deterministic for a seed on the CPU (on CUDA the scatter-add behind the pair gather sums in
+    no fixed order, so reruns may differ in the last bits).
     """
     import torch
 
@@ -77,7 +79,8 @@ def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: 
         penalty.backward()
         optimiser.step()
         if step % LOG_EVERY == 0 or step == config.choice_steps - 1:
-            log.info("choice model step %d/%d: loss %.4f per row (%.1f steps/s)", step + 1,
+            log.info("choice model step %d/%d: loss %.4f per unit of row weight (%.1f steps/s)",
+                     step + 1,
                      config.choice_steps, nll + float(penalty.detach()),
                      (step + 1) / max(time.monotonic() - started, 1e-9))
     return tuple(p.detach().cpu().numpy().astype(np.float32) for p in params)
@@ -128,6 +131,8 @@ def train_choice(logs, end: datetime, config: RetrievalConfig):
     user_id = rows.column("user_id").to_numpy().astype(np.int64)
     item_id = rows.column("item_id").to_numpy().astype(np.int64)
     weight = rows.column("weight").to_numpy().astype(np.float64)
+    order = np.lexsort((item_id, user_id))  # the shuffle's order varies: sum in a fixed one
+    user_id, item_id, weight = user_id[order], item_id[order], weight[order]
     keep = weight > 0
     if not keep.any():
         log.warning("no rows in the choice model's window: no choice vectors")

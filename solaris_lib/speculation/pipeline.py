@@ -116,7 +116,8 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
     from solaris_lib.speculation.retrieval import train_factors
     from solaris_lib.storage import atomic_folder
 
-    logs = read_window_spark(spark, layout.logs, history_window(interval.end, config.lookback))
+    logs = read_window_spark(spark, layout.logs,
+                             history_window(interval.end, config.lookback)).cache()
     names = ("users", "items") + (("choice_users", "choice_items") if config.choice else ())
     fitted = train_factors(logs, interval.end, config)[:len(names)]
     frames = [frame if frame is not None else
@@ -126,7 +127,7 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
     with atomic_folder(layout.output(RETRIEVAL, interval)) as staging:
         for name, frame, key in zip(names, frames, ("user_id", "item_id") * 2, strict=False):
             frame.orderBy(key).coalesce(1).write.mode("overwrite").parquet(join(staging, name))
-    for frame in frames:
+    for frame in (*frames, logs):
         frame.unpersist()
     log.info("retrieval %s: %s", interval.key,
              ", ".join(f"{count} {name}" for name, count in zip(names, counts, strict=False)))

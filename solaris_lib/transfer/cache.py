@@ -117,7 +117,7 @@ class Speculator:
         """Retrieval factors (ALS and the choice model) trained once, on the lookback before ``retrieval_asof`` (the first
         speculation run's time), and reused by every later run: no run sees factors trained on
         logs at or after its own time, as with a retrieval job that runs less often than
-        speculation (one ALS fit per experiment keeps the report fast)."""
+        speculation (one ALS and one choice-model fit per experiment keep the report fast)."""
         from solaris_lib.speculation.retrieval import train_factors
 
         if asof < self.retrieval_asof:
