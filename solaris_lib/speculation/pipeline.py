@@ -24,9 +24,10 @@ from solaris_lib.layout import MINED, RETRIEVAL, SPECULATED, DataLayout, join
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
-from solaris_lib.speculation.candidates import Mined, calibrate_live_window, gather
+from solaris_lib.speculation.candidates import calibrate_live_window, gather
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
+from solaris_lib.speculation.mined import Mined
 from solaris_lib.storage import exists
 
 log = logging.getLogger(__name__)

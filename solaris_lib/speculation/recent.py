@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 
-from solaris_lib.speculation.candidates import Mined
+from solaris_lib.speculation.mined import Mined
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,14 @@ from __future__ import annotations
 import logging
 
 from solaris_lib.sparkutil import exact_sum
-from solaris_lib.speculation.candidates import Mined
+from solaris_lib.speculation.mined import Mined
+from solaris_lib.speculation.recent import (
+    choice_short_interest,
+    recent_queries,
+    short_interest,
+    unit_items,
+    unit_vectors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +161,6 @@ def with_recent_score(df, mined: Mined):
     """Add ``recent_sim``: the user's recent-interest query . the item's unit factor."""
     from pyspark.sql import functions as F
 
-    from solaris_lib.speculation.recent import recent_queries, unit_items
-
     queries = recent_queries(mined)
     if queries is None:
         return df.withColumn("recent_sim", F.lit(0.0))
@@ -166,8 +171,6 @@ def with_short_scores(df, mined: Mined):
     """Add ``recent_sim_short`` (short query . unit item factor) and ``audience_sim`` (unit short
     query . item audience); 0 when :func:`recent.short_interest` is None."""
     from pyspark.sql import functions as F
-
-    from solaris_lib.speculation.recent import short_interest, unit_items, unit_vectors
 
     short = short_interest(mined)
     if short is None:
@@ -183,8 +186,6 @@ def with_choice_scores(df, mined: Mined):
     One join per side: the user's vector and query travel together, as do the item's vector
     and its unit version."""
     from pyspark.sql import functions as F
-
-    from solaris_lib.speculation.recent import choice_short_interest
 
     if mined.choice_users is None or mined.choice_items is None:
         return df.withColumn("choice", F.lit(0.0)).withColumn("choice_sim_short", F.lit(0.0))

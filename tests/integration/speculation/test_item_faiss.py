@@ -9,13 +9,13 @@ import pytest
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation.candidates import (
-    Mined,
     gather,
     item_faiss_candidates,
     live_items,
     seen_lists,
 )
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
+from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 from solaris_lib.speculation.recent import recent_queries, short_interest
 from solaris_lib.speculation.scorer import add_features
