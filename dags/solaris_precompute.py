@@ -19,34 +19,14 @@ environment variables and the `spark_default` connection (local, standalone, YAR
 Kubernetes: no code change). See README.md.
 """
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, DeltaDataIntervalTimetable
 
 from solaris_lib.config import load_settings
-from solaris_lib.orchestration.dagspec import (
-    INTERVAL_ARGS,
-    SPARK_CONF,
-    SPARK_POOL,
-    START_DATE,
-    DagSpec,
-    job_path,
-)
+from solaris_lib.orchestration.dagspec import START_DATE, DagSpec
+from solaris_lib.orchestration.operators import spark_task
 from solaris_lib.orchestration.sensors import LogPartitionSensor
 
 spec = DagSpec.from_settings(load_settings())
-
-
-def spark_task(task_id: str, job: str) -> SparkSubmitOperator:
-    return SparkSubmitOperator(
-        task_id=task_id,
-        application=job_path(job),
-        application_args=INTERVAL_ARGS,
-        conn_id="spark_default",
-        name=f"solaris-{task_id}",
-        conf=SPARK_CONF,
-        py_files=spec.py_files,
-        pool=SPARK_POOL,
-    )
 
 
 with DAG(
@@ -62,11 +42,11 @@ with DAG(
     wait_for_logs = LogPartitionSensor(
         task_id="wait_for_logs", timeout=spec.log_wait_timeout.total_seconds()
     )
-    mine = spark_task("mine", "mine_logs")
-    speculate = spark_task("speculate", "speculate")
-    infer = spark_task("infer", "infer_embeddings")
-    evaluate = spark_task("evaluate", "evaluate")
-    publish = spark_task("publish", "publish_cache")
+    mine = spark_task(spec, "mine", "mine_logs")
+    speculate = spark_task(spec, "speculate", "speculate")
+    infer = spark_task(spec, "infer", "infer_embeddings")
+    evaluate = spark_task(spec, "evaluate", "evaluate")
+    publish = spark_task(spec, "publish", "publish_cache")
 
     wait_for_logs >> [mine, evaluate]
     mine >> speculate >> infer >> publish

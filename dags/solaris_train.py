@@ -14,18 +14,11 @@ Intervals are the runs' data intervals, so backfills retrain exactly the same wi
 
 from datetime import timedelta
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, DeltaDataIntervalTimetable
 
 from solaris_lib.config import load_settings
-from solaris_lib.orchestration.dagspec import (
-    INTERVAL_ARGS,
-    SPARK_CONF,
-    SPARK_POOL,
-    START_DATE,
-    DagSpec,
-    job_path,
-)
+from solaris_lib.orchestration.dagspec import START_DATE, DagSpec
+from solaris_lib.orchestration.operators import spark_task
 from solaris_lib.orchestration.sensors import LogPartitionSensor
 
 spec = DagSpec.from_settings(load_settings())
@@ -44,16 +37,7 @@ def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DA
     ) as dag:
         wait = LogPartitionSensor(task_id="wait_for_logs", last_hours=1,
                                   timeout=spec.log_wait_timeout.total_seconds())
-        train = SparkSubmitOperator(
-            task_id="train",
-            application=job_path(job),
-            application_args=INTERVAL_ARGS,
-            conn_id="spark_default",
-            name=f"solaris-{dag_id}",
-            conf=SPARK_CONF,
-            py_files=spec.py_files,
-            pool=SPARK_POOL,
-        )
+        train = spark_task(spec, "train", job, name=f"solaris-{dag_id}")
         wait >> train
     return dag
 

@@ -8,48 +8,34 @@ lookup latency from a replay of sampled requests (``solaris_lib.evaluation.servi
 ``evaluation/interval=KEY/metrics.json`` atomically and prints it as one JSON line.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import logging
 import sys
 
-from solaris_lib.config import load_settings
-from solaris_lib.errors import SolarisError
-from solaris_lib.evaluation.serving import evaluate_serving, write_evaluation
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import DataLayout
-from solaris_lib.sparkutil import get_spark
-
-log = logging.getLogger("solaris.jobs.evaluate")
+from solaris_lib.orchestration.jobrunner import Job, run_job
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--start", required=True, help="data interval start (ISO 8601, UTC)")
-    parser.add_argument("--end", required=True, help="data interval end (ISO 8601, UTC)")
+def _arguments(parser) -> None:
     parser.add_argument("--replay-requests", type=int, default=200,
                         help="requests replayed through the client (0: no latency replay)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings()
-        interval = Interval.parse(args.start, args.end)
-        spark = get_spark("solaris-evaluate")
-        try:
-            result = evaluate_serving(spark, settings, interval,
-                                      replay_requests=args.replay_requests)
-        finally:
-            spark.stop()
-        path = write_evaluation(DataLayout.from_settings(settings), result, interval)
-    except SolarisError as exc:
-        log.error("%s", exc)
-        return exc.exit_code
-    log.info("wrote %s", path)
-    sys.stdout.write(json.dumps(result.as_dict(), sort_keys=True) + "\n")
-    return 0
+
+
+def _run(spark, settings, request):
+    from solaris_lib.evaluation.serving import evaluate_serving, write_evaluation
+    from solaris_lib.layout import DataLayout
+
+    interval, replay = request
+    result = evaluate_serving(spark, settings, interval, replay_requests=replay)
+    write_evaluation(DataLayout.from_settings(settings), result, interval)
+    return result
+
+
+JOB = Job("evaluate", __doc__,
+          lambda args, settings: (Interval.parse(args.start, args.end), args.replay_requests),
+          _run, _arguments)
+
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

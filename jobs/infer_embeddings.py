@@ -12,44 +12,27 @@ on success, 2 when an input partition or the model is missing, 5 when the model'
 not finite.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import logging
 import sys
 
-from solaris_lib.config import load_settings
-from solaris_lib.errors import SolarisError
 from solaris_lib.model.commands import add_infer_arguments, infer_request
-from solaris_lib.sparkutil import get_spark
-from solaris_lib.transfer.fallback import embed_fallback_level
-
-log = logging.getLogger("solaris.jobs.infer_embeddings")
+from solaris_lib.orchestration.jobrunner import Job, run_job
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_infer_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        from solaris_lib.model.inference import run_inference
+def _run(spark, settings, request):
+    from solaris_lib.model.inference import run_inference
+    from solaris_lib.transfer.fallback import embed_fallback_level
 
-        settings = load_settings()
-        request = infer_request(args)
-        spark = get_spark("solaris-infer-embeddings")
-        try:
-            report = run_inference(spark, settings, request)
-            fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
-        finally:
-            spark.stop()
-    except SolarisError as exc:
-        log.error("%s", exc)
-        return exc.exit_code
-    sys.stdout.write(json.dumps({**report.as_dict(), "fallback": fallback}) + "\n")
-    return 0
+    report = run_inference(spark, settings, request)
+    fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
+    return {**report.as_dict(), "fallback": fallback}
+
+
+JOB = Job("infer-embeddings", __doc__, lambda args, settings: infer_request(args), _run,
+          add_infer_arguments)
+
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

@@ -10,32 +10,14 @@ before KEY, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 
-from __future__ import annotations
-
-import json
-import logging
 import sys
 
-from solaris_lib.config import load_settings
-from solaris_lib.errors import SolarisError
-from solaris_lib.layout import DataLayout
-from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.config import speculate_config
-from solaris_lib.speculation.jobargs import (
-    add_live_arguments,
-    base_parser,
-    configure_job_logging,
-    interval_of,
-    live_overrides,
-)
-from solaris_lib.speculation.misses import misses_frame, read_misses
-from solaris_lib.speculation.pipeline import run_speculate
-
-log = logging.getLogger("solaris.jobs.speculate")
+from solaris_lib.intervals import Interval
+from solaris_lib.orchestration.jobrunner import Job, run_job
+from solaris_lib.speculation.jobargs import add_live_arguments, live_overrides
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def _arguments(parser) -> None:
     parser.add_argument("--budget-per-user", type=int, default=None,
                         help="pairs kept per user (default: SOLARIS_SPECULATE_BUDGET_PER_USER)")
     parser.add_argument("--global-budget", type=int, default=None,
@@ -50,30 +32,37 @@ def main(argv: list[str] | None = None) -> int:
     add_live_arguments(parser)
     parser.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
     parser.add_argument("--no-misses", action="store_true", help="do not read the misses stream")
-    args = parser.parse_args(argv)
-    configure_job_logging()
-    try:
-        interval = interval_of(args)
-        settings = load_settings()
-        config = speculate_config(
-            budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
-            global_budget=args.global_budget or settings.speculate_global_budget,
-            max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
-            faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
-            scorer=args.scorer, **live_overrides(args, settings))
-        layout = DataLayout.from_settings(settings)
-        spark = get_spark("solaris-speculate")
-        try:
-            rows = None if args.no_misses else read_misses(
-                settings.redis_url, settings.redis_key_prefix, interval)
-            report = run_speculate(spark, layout, interval, config, misses_frame(spark, rows))
-        finally:
-            spark.stop()
-    except SolarisError as exc:
-        log.error("%s", exc)
-        return exc.exit_code
-    sys.stdout.write(json.dumps(report) + "\n")
-    return 0
+
+
+def _prepare(args, settings):
+    from solaris_lib.speculation.config import speculate_config
+
+    config = speculate_config(
+        budget_per_user=args.budget_per_user or settings.speculate_budget_per_user,
+        global_budget=args.global_budget or settings.speculate_global_budget,
+        max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
+        faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
+        scorer=args.scorer, **live_overrides(args, settings))
+    return Interval.parse(args.start, args.end), config, not args.no_misses
+
+
+def _run(spark, settings, request):
+    from solaris_lib.layout import DataLayout
+    from solaris_lib.speculation.misses import misses_frame, read_misses
+    from solaris_lib.speculation.pipeline import run_speculate
+
+    interval, config, with_misses = request
+    rows = (read_misses(settings.redis_url, settings.redis_key_prefix, interval)
+            if with_misses else None)
+    return run_speculate(spark, DataLayout.from_settings(settings), interval, config,
+                         misses_frame(spark, rows))
+
+
+JOB = Job("speculate", __doc__, _prepare, _run, _arguments)
+
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

@@ -9,35 +9,24 @@ the serving version. ``--processes N`` trains with N DDP workers through Spark's
 TorchDistributor. Prints the report as one JSON line; exit code 0, or the error's code.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import logging
 import sys
 
-from solaris_lib.config import load_settings
-from solaris_lib.errors import SolarisError
 from solaris_lib.model.commands import add_train_arguments, train_request
+from solaris_lib.orchestration.jobrunner import Job, run_job
 
-log = logging.getLogger("solaris.jobs.train_foundation")
+
+def _run(spark, settings, request):
+    from solaris_lib.model.train import run_training
+
+    return run_training(settings, request)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_train_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        from solaris_lib.model.train import run_training
+JOB = Job("train-foundation", __doc__, lambda args, settings: train_request(args), _run,
+          add_train_arguments, spark=False)
 
-        report = run_training(load_settings(), train_request(args))
-    except SolarisError as exc:
-        log.error("%s", exc)
-        return exc.exit_code
-    sys.stdout.write(json.dumps(report.as_dict()) + "\n")
-    return 0
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

@@ -9,49 +9,39 @@ settings; torch, on the GPU when there is one), each (id, factor array<float>), 
 ``SOLARIS_DATA_ROOT``. Prints one JSON line.
 """
 
-from __future__ import annotations
-
-import json
-import logging
 import sys
 
-from solaris_lib.config import load_settings
-from solaris_lib.errors import SolarisError
-from solaris_lib.layout import DataLayout
-from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.config import retrieval_config
-from solaris_lib.speculation.jobargs import (
-    add_als_arguments,
-    als_overrides,
-    base_parser,
-    configure_job_logging,
-    interval_of,
-    lookback_of,
-)
-from solaris_lib.speculation.pipeline import run_retrieval
-
-log = logging.getLogger("solaris.jobs.train_retrieval")
+from solaris_lib.intervals import Interval, parse_duration
+from solaris_lib.orchestration.jobrunner import Job, run_job
+from solaris_lib.speculation.jobargs import add_als_arguments, als_overrides
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def _arguments(parser) -> None:
+    parser.add_argument("--lookback", default="28d", help="history window before --end")
     add_als_arguments(parser)
-    args = parser.parse_args(argv)
-    configure_job_logging()
-    try:
-        interval = interval_of(args)
-        config = retrieval_config(lookback=lookback_of(args), **als_overrides(args))
-        layout = DataLayout.from_settings(load_settings())
-        spark = get_spark("solaris-train-retrieval")
-        try:
-            users = run_retrieval(spark, layout, interval, config)
-        finally:
-            spark.stop()
-    except SolarisError as exc:
-        log.error("%s", exc)
-        return exc.exit_code
-    sys.stdout.write(json.dumps({"interval": interval.key, "users": users}) + "\n")
-    return 0
+
+
+def _prepare(args, settings):
+    from solaris_lib.speculation.config import retrieval_config
+
+    return Interval.parse(args.start, args.end), retrieval_config(
+        lookback=parse_duration(args.lookback), **als_overrides(args))
+
+
+def _run(spark, settings, request):
+    from solaris_lib.layout import DataLayout
+    from solaris_lib.speculation.pipeline import run_retrieval
+
+    interval, config = request
+    users = run_retrieval(spark, DataLayout.from_settings(settings), interval, config)
+    return {"interval": interval.key, "users": users}
+
+
+JOB = Job("train-retrieval", __doc__, _prepare, _run, _arguments)
+
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

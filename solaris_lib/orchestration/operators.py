@@ -1,0 +1,33 @@
+"""The one builder of the DAGs' Spark tasks: every job of ``jobs/`` is submitted the same way.
+
+Imports Airflow's Spark provider: used by the DAG files only, never by jobs or the client.
+"""
+
+from __future__ import annotations
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from solaris_lib.orchestration.dagspec import (
+    INTERVAL_ARGS,
+    SPARK_CONF,
+    SPARK_POOL,
+    DagSpec,
+    job_path,
+)
+
+
+def spark_task(spec: DagSpec, task_id: str, job: str, name: str | None = None
+               ) -> SparkSubmitOperator:
+    """``spark-submit jobs/<job>.py --start <interval start> --end <interval end>`` on the
+    ``spark_default`` connection, in the Spark pool, as the task ``task_id`` (application name
+    ``name``, default ``solaris-<task_id>``)."""
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=job_path(job),
+        application_args=INTERVAL_ARGS,
+        conn_id="spark_default",
+        name=name or f"solaris-{task_id}",
+        conf=SPARK_CONF,
+        py_files=spec.py_files,
+        pool=SPARK_POOL,
+    )
