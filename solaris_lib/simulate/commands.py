@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import time
+from pathlib import Path
 
 from solaris_lib.intervals import parse_timestamp
 
@@ -25,6 +28,10 @@ def register(subparsers) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="any other WorldConfig field, e.g. --set mix_popular=0.2 (repeatable)",
     )
+    sim.add_argument("--shape", default=None, metavar="NAME",
+                     help="write a log of another shape at the benchmark's size instead of the "
+                     "default world: impressions, ratings, sessions or long_lived "
+                     "(solaris_lib/simulate/shapes.py; --seed applies, the other options not)")
     sim.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
     sim.add_argument("--json", action="store_true", help="print the result as JSON")
     sim.set_defaults(handler=_simulate)
@@ -60,6 +67,8 @@ def _world_config(args):
 def _simulate(args) -> int:
     from solaris_lib.simulate.world import Simulator
 
+    if args.shape is not None:
+        return _simulate_shape(args)
     result = Simulator(_world_config(args)).run(args.out, overwrite=args.overwrite)
     line = {
         "out": result.out, "rows": result.rows, "requests": result.requests,
@@ -69,6 +78,31 @@ def _simulate(args) -> int:
     print(json.dumps(line) if args.json else
           f"wrote {result.rows:,} rows ({result.requests:,} requests, {result.files} files) "
           f"to {result.out} in {result.seconds:.1f} s ({result.rows_per_s:,.0f} rows/s)")
+    return 0
+
+
+def _simulate_shape(args) -> int:
+    from solaris_lib.errors import ConfigError
+    from solaris_lib.simulate.shapes import SHAPES, shape
+
+    if args.shape not in SHAPES:
+        raise ConfigError(f"--shape must be one of {', '.join(SHAPES)}")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise ConfigError(f"{out} is not empty; pass --overwrite to replace it")
+    if out.exists() and args.overwrite:
+        shutil.rmtree(out)
+    spec = shape(args.shape, "bench", args.seed if args.seed is not None else 7)
+    started = time.perf_counter()
+    rows = spec.write(str(out))
+    line = {"out": str(out.resolve()), "shape": spec.name, "rows": rows,
+            "cutoffs": [c.isoformat() for c in spec.cutoffs],
+            "horizon_s": spec.horizon.total_seconds(), "lookback_s": spec.lookback.total_seconds(),
+            "budget_per_user": spec.budget_per_user, "budget_factor": spec.budget_factor,
+            "seconds": round(time.perf_counter() - started, 2)}
+    print(json.dumps(line) if args.json else
+          f"wrote {rows:,} rows of the {spec.name} shape to {line['out']}; evaluate at "
+          f"{', '.join(line['cutoffs'])}")
     return 0
 
 

@@ -59,6 +59,11 @@ class WorldConfig(BaseModel):
         2.0, description="Logit boost (saturating) from recent clicks on the same category."
     )
     excitation_half_life_hours: float = Field(6.0, gt=0, description="Decay of that boost.")
+    session_requests: float = Field(
+        0.0, ge=0, description="Mean requests of a session (bursty short sessions: a user's "
+        "requests come in bursts within one hour, sessions at rate / this per hour); 0: every "
+        "request independent (the default world's draws)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WorldConfig:

@@ -109,10 +109,13 @@ class Simulator:
                 yield cfg.start + timedelta(hours=first + h), self._hour(first + h, users, pools, rng)
 
     def _request_counts(self, day: int, rng: np.random.Generator) -> np.ndarray:
+        """Requests per (user, hour of ``day``).  (users, 24)"""
         hours = day * 24 + np.arange(24)
         lam = self.users.rate_per_day[:, None] / 24 * hourly_rhythm(np.arange(24))[None, :]
         lam = np.where(self.users.join_hour[:, None] <= hours[None, :], lam, 0.0)
-        return rng.poisson(lam)
+        if self.cfg.session_requests <= 0:
+            return rng.poisson(lam)
+        return session_counts(lam, self.cfg.session_requests, rng)
 
     def _hour(self, hour: int, users: np.ndarray, pools: DayPools, rng) -> pa.Table:
         cfg = self.cfg
@@ -169,6 +172,18 @@ class Simulator:
             "join": hours(self.users.join_hour),
         }), folder / "users.parquet")
         (folder / "config.json").write_text(self.cfg.model_dump_json(indent=2))
+
+
+def session_counts(lam: np.ndarray, mean_requests: float, rng: np.random.Generator) -> np.ndarray:
+    """Requests per cell when they come in sessions: sessions ~ Poisson(lam / mean_requests)
+    per cell, each of Geometric(1 / mean_requests) requests (mean ``mean_requests``), so a cell
+    keeps its mean ``lam`` but its requests arrive in bursts.  lam (U, H) -> counts (U, H)."""
+    sessions = rng.poisson(lam / max(mean_requests, 1.0))
+    counts = np.zeros(lam.shape, np.int64)
+    cells = np.repeat(np.arange(lam.size), sessions.reshape(-1))
+    sizes = rng.geometric(1.0 / max(mean_requests, 1.0), cells.size)
+    np.add.at(counts.reshape(-1), cells, sizes)
+    return counts
 
 
 def _prepare_out(out: Path, overwrite: bool) -> Path:

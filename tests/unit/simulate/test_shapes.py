@@ -1,0 +1,88 @@
+"""Generated log shapes: the default world's draws are untouched, and each shape has the
+structure it names (checked on the written logs, not on the generator's internals)."""
+
+import hashlib
+from datetime import timedelta
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+
+from solaris_lib.logs.validate import validate_dir
+from solaris_lib.simulate.config import WorldConfig
+from solaris_lib.simulate.shapes import SHAPES, shape
+from solaris_lib.simulate.world import Simulator, session_counts
+
+# Content digest of WorldConfig(users=150, items=250, days=2, seed=5), computed with the code
+# before the shapes existed: adding shapes must not move a single draw of the default world.
+DEFAULT_DRAWS = "5c1ca057df02baa91674b32b10fdc829fc79e3e79cc97d1ce8ef759900d9c2fb"
+COLUMNS = ("request_id", "ts", "user_id", "item_id", "position", "clicked", "p_click")
+
+
+def _table(folder):
+    return ds.dataset(folder, format="parquet", partitioning="hive",
+                      ignore_prefixes=["_", "."]).to_table()
+
+
+def test_default_world_draws_are_unchanged(tmp_path):
+    Simulator(WorldConfig(users=150, items=250, days=2, seed=5)).run(str(tmp_path / "w"))
+    table = _table(tmp_path / "w").sort_by(
+        [("ts", "ascending"), ("request_id", "ascending"), ("item_id", "ascending")])
+    digest = hashlib.sha256()
+    for name in COLUMNS:
+        digest.update(name.encode())
+        digest.update(str(table.column(name).to_pylist()).encode())
+    assert digest.hexdigest() == DEFAULT_DRAWS
+
+
+def test_session_counts_keep_the_mean_and_come_in_bursts():
+    rng = np.random.default_rng(0)
+    lam = np.full((4000, 6), 0.5)
+    counts = session_counts(lam, 8.0, rng)
+    assert counts.mean() == pytest.approx(0.5, rel=0.05)
+    # a compound Poisson of geometric bursts (mean m) has variance lam * (2m - 1)
+    assert counts.var() == pytest.approx(0.5 * 15, rel=0.1)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shapes")
+    return {name: (shape(name, "test"), root / name, shape(name, "test").write(str(root / name)))
+            for name in SHAPES}
+
+
+def test_every_shape_writes_contract_logs(written):
+    for spec, folder, rows in written.values():
+        reports = validate_dir(str(folder))
+        assert rows > 0 and reports
+        assert all(r.error is None and r.rows_quarantined == 0 for r in reports)
+        end = spec.world.start + timedelta(days=spec.world.days)
+        assert all(spec.world.start < c < end for c in spec.cutoffs)
+
+
+def test_ratings_have_one_row_per_pair_and_no_positions_or_clicks(written):
+    spec, folder, _ = written["ratings"]
+    table = _table(folder)
+    assert "position" not in table.column_names and "clicked" not in table.column_names
+    pairs = np.stack([table.column("user_id").to_numpy(), table.column("item_id").to_numpy()], 1)
+    assert len(np.unique(pairs, axis=0)) == len(pairs)
+    assert len(set(table.column("request_id").to_pylist())) == table.num_rows
+
+
+def _requests_per_user_hour(folder) -> np.ndarray:
+    table = _table(folder).select(["request_id", "user_id", "ts"]).to_pandas().drop_duplicates(
+        "request_id")
+    return table.groupby(["user_id", table.ts.dt.floor("h")]).size().to_numpy()
+
+
+def test_sessions_come_in_bursts_and_long_lived_items_last(written):
+    bursty = _requests_per_user_hour(written["sessions"][1])
+    plain = _requests_per_user_hour(written["impressions"][1])
+    assert np.mean(bursty >= 3) > 3 * np.mean(plain >= 3)
+
+    def median_span_days(folder):
+        table = _table(folder).select(["item_id", "ts"]).to_pandas()
+        span = table.groupby("item_id").ts.agg(lambda t: (t.max() - t.min()).total_seconds())
+        return float(np.median(span)) / 86400
+
+    assert median_span_days(written["long_lived"][1]) > median_span_days(written["impressions"][1])
