@@ -14,10 +14,12 @@ written and the served version is unchanged.
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 
-from solaris_lib.cache.errors import PublishPermissionError
-from solaris_lib.cache.resp import ReplyError, pack_command
+from redis.exceptions import NoPermissionError
+
+from solaris_lib.cache.connection import translated
+from solaris_lib.cache.errors import CacheProtocolError, PublishPermissionError
 
 log = logging.getLogger(__name__)
 NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +eval "
@@ -42,39 +44,40 @@ def probe_key(prefix: str, tag: str) -> str:
     return f"{prefix}:probe:{{{tag}}}"
 
 
-def master_tags(router) -> list[tuple[object, str]]:
-    """(pool, tag) with one decimal tag per master, the smallest that hashes to it."""
-    pools = {id(p): p for p in router.pools()}
-    found: dict[int, tuple[object, str]] = {}
+def master_tags(masters: list[str], node_for_tag: Callable[[str], str]) -> dict[str, str]:
+    """One decimal hash tag per master (``host:port``): the smallest that it owns."""
+    found: dict[str, str] = {}
     number = 0
-    while len(found) < len(pools) and number < 1_000_000:
-        pool = router.pool_for_tag(str(number).encode())
-        found.setdefault(id(pool), (pool, str(number)))
+    while len(found) < len(set(masters)) and number < 1_000_000:
+        found.setdefault(node_for_tag(str(number)), str(number))
         number += 1
-    return list(found.values())
+    return found
 
 
-def check_publisher_access(server, timeout_s: float = 10.0) -> None:
+def check_publisher_access(server) -> None:
     """Raise :class:`PublishPermissionError` unless the URL's user may run every publisher
     command on the prefix's keys on every master (``server``: a connected CacheServer)."""
     user = server.endpoint.username or "default"
-    for pool, tag in master_tags(server.router):
+    nodes = server.nodes()
+    clients = dict(server.masters())
+    for name, tag in master_tags(list(clients), nodes.node_for_tag).items():
         key = probe_key(server.prefix, tag)
-        command = pack_command("EVAL", CHECK_SCRIPT, 2, key, f"{key}:s")
-        reply = pool.request(command, 1, time.perf_counter() + timeout_s)[0]
-        where = f"{pool.address[0]}:{pool.address[1]}"
-        if isinstance(reply, ReplyError) and "acl_check_cmd" in str(reply):
-            log.warning("Redis at %s cannot check ACLs from a script (Redis < 7?): permissions "
-                        "not checked before the publish", where)
-            continue
-        if isinstance(reply, ReplyError):
-            refused = ("EVAL", key, str(reply))
-        elif reply is not None:
-            refused = (reply[0].decode(), reply[1].decode(), "refused by the user's ACL")
+        try:
+            with translated(f"checking permissions on {name}"):
+                reply = clients[name].eval(CHECK_SCRIPT, 2, key, f"{key}:s")
+        except CacheProtocolError as exc:
+            if "acl_check_cmd" in str(exc):
+                log.warning("Redis at %s cannot check ACLs from a script (Redis < 7?): "
+                            "permissions not checked before the publish", name)
+                continue
+            denied = isinstance(exc.__cause__, NoPermissionError)  # redis-py drops the code
+            refused = ("EVAL", key, f"NOPERM {exc.__cause__}" if denied else str(exc))
         else:
-            continue
+            if reply is None:
+                continue
+            refused = (reply[0].decode(), reply[1].decode(), "refused by the user's ACL")
         raise PublishPermissionError(
-            f"Redis user {user!r} at {where} may not run {refused[0]} on {refused[1]}: "
+            f"Redis user {user!r} at {name} may not run {refused[0]} on {refused[1]}: "
             f"{refused[2]}. The publisher needs {NEEDED} on keys ~{server.prefix}:*. Nothing "
             f"was written; the served version is unchanged.")
     log.info("Redis user %r may run every publisher command on %s:*", user, server.prefix)

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from solaris_lib.errors import ConfigError
+from solaris_lib.errors import ConfigError, validation_problems
 from solaris_lib.intervals import Interval, parse_duration
 
 
@@ -22,13 +22,11 @@ def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--end", required=True, help="data interval end (ISO-8601, UTC)")
     parser.add_argument("--ttl", default=None, help="lifetime of the version's keys, e.g. 3h "
                         "(default: three interval lengths)")
-    parser.add_argument("--codec", choices=("fp16", "fp32"), default="fp16")
+    parser.add_argument("--buckets", type=int, default=None,
+                        help="hashes per user for its exact items, a power of two (default 4)")
     parser.add_argument("--partitions", type=int, default=None, help="parallel writers")
     parser.add_argument("--force", action="store_true",
                         help="switch the alias even when it names a later interval")
-    parser.add_argument("--no-direct-read", dest="direct_read", action="store_false",
-                        help="read the embeddings through Spark SQL instead of pyarrow in the "
-                        "Spark tasks (same version and bytes; slower)")
 
 
 def publish_request(args: argparse.Namespace):
@@ -39,11 +37,12 @@ def publish_request(args: argparse.Namespace):
 
     interval = Interval.parse(args.start, args.end)
     ttl = int(parse_duration(args.ttl).total_seconds()) if args.ttl else None
+    given = {"ttl_s": ttl, "buckets": args.buckets, "partitions": args.partitions}
     try:
-        config = PublishConfig(ttl_s=ttl, codec=args.codec, partitions=args.partitions,
-                               force=args.force, direct_read=args.direct_read)
+        config = PublishConfig(force=args.force,
+                               **{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
-        raise ConfigError(f"invalid publish options: {exc}") from exc
+        raise ConfigError(f"invalid publish options: {validation_problems(exc)}") from exc
     return interval, config
 
 
@@ -93,8 +92,8 @@ def _info(args) -> int:
         "manifest": manifest.to_fields() if manifest else None,
         "hash_limits": {"max_entries": limits.max_entries, "max_value": limits.max_value,
                         "source": limits.source},
-        "masters": {f"{h}:{p}": {k: m.get(k) for k in ("used_memory", "maxmemory")}
-                    for (h, p), m in memory.items()},
+        "masters": {name: {k: m.get(k) for k in ("used_memory", "maxmemory")}
+                    for name, m in memory.items()},
     }
     _write(summary if args.json else _lines(summary))
     return 0

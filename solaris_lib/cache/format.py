@@ -4,7 +4,10 @@ Keys, all under the deployment's key prefix ``P``::
 
     P:alias                         string  the served version id
     P:m:<version>                   hash    the version's manifest (see :class:`Manifest`)
-    P:e:<version>:{<user_id>}       hash    one field per cached item of the user
+    P:e:<version>:{<user_id>}:<b>   hash    the user's exact items of bucket b (0 .. buckets - 1,
+                                            :func:`bucket_of`): field = decimal item id
+    P:e:<version>:{<user_id>}:c     hash    the user's (user, item cluster) embeddings of the
+                                            hierarchical fallback: field = decimal cluster id
     P:misses                        stream  sampled lookup misses (docs/pipeline.md)
     P:h:<version>:items:<k>         string  chunk k of the version's item -> cluster table
                                             (hierarchical fallback; see :func:`pack_item_clusters`)
@@ -12,16 +15,13 @@ Keys, all under the deployment's key prefix ``P``::
                                             level; see :func:`pack_item_priors`)
     P:probe:...                     reserved: named (never created) by the publisher's ACL check
 
-The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one HMGET
-reads any number of the user's items in one round trip. Fields of a user hash:
+The ``{<user_id>}`` hash tag puts every key of one user on one Redis Cluster slot, so one
+pipeline of HMGETs reads any number of the user's items in one round trip. A user's items are
+spread over ``buckets`` small hashes so that each stays a short listpack (Redis scans a listpack
+for every field an HMGET asks).
 
-    ``<item_id>``     decimal item id (digits only): the exact (user, item) embedding
-    ``c<cluster_id>`` a coarser (user, item cluster) embedding, same value codec (versions
-                      whose manifest has ``fallback`` = ``cluster``)
-    ``_...``          reserved for per-user metadata
-
-A value is ``dim`` little-endian IEEE floats (fp16 by default: ``dim * 2`` bytes), no header:
-the version's manifest names the codec and the dimension.
+A value is ``dim`` little-endian IEEE half floats (``dim * 2`` bytes), no header: the version's
+manifest names the codec and the dimension.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ import numpy as np
 
 from solaris_lib.cache.errors import CacheConfigError, CacheFormatError
 
-FORMAT_VERSION = 1
-CODECS = {"fp16": "<f2", "fp32": "<f4"}
-DEFAULT_CODEC = "fp16"
-CLUSTER_FIELD_PREFIX = "c"
+FORMAT_VERSION = 2
+CODEC = "fp16"  # the one value codec: the embeddings table's bytes, unchanged
+MAX_BUCKETS = 64
+CLUSTER_KEY = "c"  # the last part of a user's cluster-level key
 STATE_WRITING = "writing"
 STATE_COMPLETE = "complete"
 FALLBACK_CLUSTER = "cluster"
@@ -78,14 +78,42 @@ def manifest_key(prefix: str, version: str) -> str:
     return f"{prefix}:m:{version}"
 
 
-def data_key_head(prefix: str, version: str) -> str:
-    """Everything of a user's data key before the user id: ``P:e:<version>:{``."""
+def user_key_head(prefix: str, version: str) -> str:
+    """Everything of a user's keys before the user id: ``P:e:<version>:{``."""
     return f"{prefix}:e:{version}:{{"
 
 
-def data_key(prefix: str, version: str, user_id: int) -> str:
-    """The hash holding one user's embeddings of one version."""
-    return f"{data_key_head(prefix, version)}{int(user_id)}}}"
+def bucket_key(prefix: str, version: str, user_id: int, bucket: int) -> str:
+    """The hash holding one user's exact embeddings of one bucket of one version."""
+    return f"{user_key_head(prefix, version)}{int(user_id)}}}:{int(bucket)}"
+
+
+def cluster_key(prefix: str, version: str, user_id: int) -> str:
+    """The hash holding one user's (user, item cluster) embeddings of one version."""
+    return f"{user_key_head(prefix, version)}{int(user_id)}}}:{CLUSTER_KEY}"
+
+
+def check_buckets(buckets: int) -> int:
+    """A version's bucket count: a power of two in 1 .. :data:`MAX_BUCKETS`."""
+    if not 1 <= buckets <= MAX_BUCKETS or buckets & (buckets - 1):
+        raise CacheFormatError(f"buckets must be a power of two in 1..{MAX_BUCKETS}, got "
+                               f"{buckets}")
+    return buckets
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: Fibonacci hashing
+
+
+def bucket_of(item_ids: np.ndarray, buckets: int) -> np.ndarray:
+    """(n,) int64 bucket of each item id (n,): the top ``log2(buckets)`` bits of
+    ``item_id * 0x9E3779B97F4A7C15 mod 2^64`` (0 when ``buckets`` is 1), so ids of any
+    structure (sequential, multiples of a stride) spread evenly."""
+    ids = np.asarray(item_ids, dtype=np.int64).view(np.uint64)
+    if check_buckets(buckets) == 1:
+        return np.zeros(ids.shape, np.int64)
+    shift = np.uint64(64 - (buckets.bit_length() - 1))
+    with np.errstate(over="ignore"):
+        return ((ids * _GOLDEN) >> shift).astype(np.int64)
 
 
 def misses_key(prefix: str) -> str:
@@ -190,29 +218,20 @@ def _unpack_id_table(chunks: Sequence[bytes | None], items: int, value_bytes: in
     return item_ids, data
 
 
-def item_field(item_id: int) -> str:
-    """Field of an exact (user, item) embedding: the item id in decimal."""
-    return str(int(item_id))
-
-
-def cluster_field(cluster_id: int) -> str:
-    """Field of a (user, item cluster) fallback embedding: ``c`` and the cluster id."""
-    return f"{CLUSTER_FIELD_PREFIX}{int(cluster_id)}"
-
-
-def version_id(interval_key: str, model_version: str, codec: str, dim: int, digest: str,
+def version_id(interval_key: str, model_version: str, dim: int, buckets: int, digest: str,
                fallback_digest: str = "") -> str:
     """Deterministic version id: ``<interval key>-<10 hex>``.
 
-    The hex part hashes the model version, the codec, the dimension and the content digest, so
-    a rerun of an interval over the same embeddings names the same version (and rewrites the
-    same bytes), while different content never shares a namespace with served data.
-    Sorting version ids sorts them by interval. ``fallback_digest`` (the content of the
-    hierarchical fallback level, when published) is hashed too; without it the id is as before.
+    The hex part hashes the format, the model version, the codec, the dimension, the bucket
+    count and the content digest, so a rerun of an interval over the same embeddings names
+    the same version (and rewrites the same bytes), while different content or layout never
+    shares a namespace with served data. Sorting version ids sorts them by interval.
+    ``fallback_digest`` (the content of the hierarchical fallback level, when published) is
+    hashed too.
     """
     check_model_version(model_version)
-    parts = [model_version, codec, str(dim), digest] + ([fallback_digest] if fallback_digest
-                                                        else [])
+    parts = [str(FORMAT_VERSION), model_version, CODEC, str(dim), str(check_buckets(buckets)),
+             digest] + ([fallback_digest] if fallback_digest else [])
     material = "\0".join(parts).encode()
     return f"{interval_key}-{hashlib.blake2b(material, digest_size=5).hexdigest()}"
 
@@ -233,36 +252,25 @@ def check_model_version(model_version: str) -> str:
 
 @dataclass(frozen=True)
 class Codec:
-    """The value codec of one version: ``dim`` little-endian floats of ``name`` (fp16/fp32)."""
+    """The value codec of one version: ``dim`` little-endian half floats (``fp16``)."""
 
     name: str
     dim: int
 
     def __post_init__(self) -> None:
-        if self.name not in CODECS:
-            raise CacheFormatError(f"unknown codec {self.name!r}; known: {', '.join(CODECS)}")
+        if self.name != CODEC:
+            raise CacheFormatError(f"unknown codec {self.name!r}; this format has {CODEC!r}")
         if not 0 < self.dim <= 65536:
             raise CacheFormatError(f"embedding dimension must be in 1..65536, got {self.dim}")
 
     @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(CODECS[self.name])
-
-    @property
     def value_bytes(self) -> int:
         """Bytes of one stored value."""
-        return self.dim * self.dtype.itemsize
-
-    def from_fp16(self, fp16: np.ndarray) -> np.ndarray:
-        """Stored values (n, value_bytes) uint8 from fp16 embedding bytes (n, 2 * dim) uint8:
-        the writer's conversion (the embeddings table is fp16; fp16 values pass unchanged)."""
-        if self.name == "fp16":
-            return fp16
-        return np.ascontiguousarray(fp16).view("<f2").astype(self.dtype).view(np.uint8)
+        return 2 * self.dim
 
     def encode(self, embeddings: np.ndarray) -> list[bytes]:
-        """One value per row of ``embeddings`` (n, dim); values are cast to the codec's floats."""
-        matrix = np.ascontiguousarray(np.asarray(embeddings).astype(self.dtype, copy=False))
+        """One value per row of ``embeddings`` (n, dim), cast to fp16."""
+        matrix = np.ascontiguousarray(np.asarray(embeddings).astype("<f2", copy=False))
         if matrix.ndim != 2 or matrix.shape[1] != self.dim:
             raise CacheFormatError(
                 f"expected embeddings of shape (n, {self.dim}), got {matrix.shape}")
@@ -289,19 +297,13 @@ class Codec:
             hit = np.array([v is not None and len(v) == size for v in values], dtype=bool)
             corrupt = n - values.count(None) - int(hit.sum())
             joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])
-        out = self._floats(joined).reshape(n, self.dim)
+        out = np.take(_FP16_TO_FP32, np.frombuffer(joined, dtype="<u2")).reshape(n, self.dim)
         if fallback is not None and not hit.all():
             out[~hit] = fallback
         return out, hit, corrupt
 
-    def _floats(self, data: bytes) -> np.ndarray:
-        """float32 copy of the codec's values (fp16 through a 64K-entry table: 2x numpy's cast)."""
-        if self.name == "fp16":
-            return np.take(_FP16_TO_FP32, np.frombuffer(data, dtype="<u2"))
-        return np.frombuffer(data, dtype=self.dtype).astype(np.float32)
 
-
-_FP16_TO_FP32 = np.arange(65536, dtype=np.uint16).view("<f2").astype(np.float32)
+_FP16_TO_FP32 = np.arange(65536, dtype=np.uint16).view("<f2").astype(np.float32)  # 2x a cast
 
 
 @dataclass(frozen=True)
@@ -312,6 +314,7 @@ class Manifest:
     model_version: str
     codec: str
     dim: int
+    buckets: int
     interval_start: str
     interval_end: str
     pairs: int
@@ -332,7 +335,7 @@ class Manifest:
 
     @property
     def has_clusters(self) -> bool:
-        """True when the version's user hashes hold ``c<cluster>`` fields and ``P:h:`` a table."""
+        """True when the version has users' cluster keys and ``P:h:`` an item -> cluster table."""
         return self.fallback == FALLBACK_CLUSTER
 
     @property
@@ -381,6 +384,7 @@ class Manifest:
         manifest = cls(**values)
         check_version(manifest.version)
         manifest.value_codec  # noqa: B018 - validates codec and dimension
+        check_buckets(manifest.buckets)
         if manifest.fallback not in ("", FALLBACK_CLUSTER):
             raise CacheFormatError(f"manifest names an unknown fallback {manifest.fallback!r}")
         return manifest

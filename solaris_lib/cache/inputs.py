@@ -1,168 +1,211 @@
-"""How a publish reads the embeddings partition: two paths with the same results.
+"""How a publish reads an input table: Spark tasks that open the parquet files with pyarrow.
 
-* :class:`DirectInput` (``PublishConfig.direct_read``, the default): the driver reads the
-  parquet footers and cuts the files into slices (:mod:`slices`); Spark runs them as a Python
-  RDD, one task per group of slices, and each task opens its files with pyarrow and does its
-  numpy work (:mod:`direct`): the survey, then the write. No JVM parquet scan and no Arrow
-  conversion between the JVM and Python; the tasks' per-user parts are merged on the driver.
-  Rows of users that are not one run of one slice ("scattered") are written by the JVM
-  path's shuffle by user; when there are more than the publisher's limit of them, every row
-  is (the whole write is then the JVM path's).
-* :class:`SparkInput`: Spark SQL over ``spark.read.parquet`` (:mod:`validate`,
-  :mod:`frames`). Used when ``direct_read`` is off and for versions with the hierarchical
-  fallback level (its cluster rows are Spark frames and join the users' rows in the shuffle).
+The driver reads only the files' footers and cuts them into slices balanced by rows
+(:mod:`slices`); Spark runs the slices as a Python RDD, one task per group of slices, and each
+task reads its rows with pyarrow and does its numpy work: the survey (:mod:`survey`), then the
+write (:mod:`writer`), then, only when rows were refused, the quarantine. No JVM parquet scan
+and no Arrow conversion between the JVM and Python: measured by ``benchmarks/cache_fill.py``,
+this path publishes about five times faster than Spark SQL over the same files.
 
-Both give the same :class:`validate.Survey` (the digest is Spark's ``xxhash64``, computed by
-:mod:`rowhash` on the direct path), the same memory estimate and the same bytes in Redis;
-only ``Survey.scattered`` can differ (a run of one slice against one of one Spark partition).
+A user whose rows are one run of one slice (the infer job writes each user's rows together)
+is written by the task that reads it, in file order. The rows of "scattered" users (rows in
+several slices or runs) are shuffled by user through Spark (an RDD ``partitionBy``) and written
+after a sort; when there are more than the publisher's limit of them, every row is.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from solaris_lib.cache import direct, frames, slices
-from solaris_lib.cache.memory import HashLimits
-from solaris_lib.cache.validate import (
-    COLUMNS,
+from solaris_lib.cache import slices
+from solaris_lib.cache.pairs import fixed_width_values, non_finite_fp16
+from solaris_lib.cache.rows import (
+    NON_FINITE,
+    REASON,
     Survey,
-    check_columns,
-    check_types,
-    fold,
-    interpret,
-    publishable_users,
-    published_slots,
-    reason,
-    scattered_users,
-    user_groups,
+    Table,
+    ids,
+    plain,
+    published,
+    row_codes,
 )
-from solaris_lib.cache.writer import WriteTarget
+from solaris_lib.cache.survey import Layout, Merged, merge, survey_task
+from solaris_lib.cache.writer import WriteTarget, write_rows
+from solaris_lib.storage import filesystem
 
 log = logging.getLogger(__name__)
-_SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string",
-                pa.large_string(): "string", pa.binary(): "binary", pa.large_binary(): "binary",
-                pa.float64(): "double", pa.float32(): "float"}
 
 
-def read_frame(spark, source: str):
-    """The partition as a Spark frame of the contract's columns (types checked)."""
-    frame = spark.read.parquet(source)
-    check_columns(frame, source)
-    return frame.select(*COLUMNS)
+class Inputs:
+    """The input tables of one publish (``(table, complete partition folder)`` each), read by
+    Spark tasks: each job runs the tasks of every table at once (at most ``tasks`` per
+    table)."""
 
+    def __init__(self, spark, tables: list[tuple[Table, str]], tasks: int) -> None:
+        self.spark = spark
+        self.partitions = tasks
+        self.tables = {table.name: table for table, _ in tables}
+        self.sources = {table.name: source for table, source in tables}
+        self.plans = {table.name: slices.plan(slices.describe(source, check=table.check_schema),
+                                              tasks) for table, source in tables}
 
-class SparkInput:
-    """The JVM path: Spark SQL over the partition."""
+    def _run(self, entries: dict[str, Callable], names: Iterable[str] | None = None) -> dict:
+        """One job: ``entries[name](task's slices)`` for every task of the named tables (all by
+        default); the results per table."""
+        work = [(name, task) for name in (self.plans if names is None else names)
+                for task in self.plans[name]]
+        if not work:
+            return {name: [] for name in entries}
+        rdd = self.spark.sparkContext.parallelize(work, len(work))
+        done = rdd.mapPartitions(partial(_dispatch, entries=entries)).collect()
+        out: dict[str, list] = {name: [] for name in entries}
+        for name, result in done:
+            out[name].append(result)
+        return out
 
-    name = "spark"
-    survey_task_seconds = None  # the survey is one Spark SQL job: no task of its own
+    def survey(self, layouts: dict[str, Layout]) -> dict[str, Merged]:
+        """Row problems, digest parts, scattered users and memory per slot of every table, in
+        one job."""
+        found = self._run({name: partial(_survey, layout=layouts[name]) for name in self.plans})
+        return {name: merge(tasks, self.tables[name]) for name, tasks in found.items()}
 
-    def __init__(self, spark, source: str) -> None:
-        self.spark, self.source = spark, source
-        self.frame = read_frame(spark, source)
-        # not persisted: the one job of the survey lets adaptive execution size its
-        # partitions (a cached frame keeps every shuffle partition); later uses recompute it
-        self.groups = user_groups(self.frame, frames.field_sizes())
-
-    def survey(self, value_factor: int, key_head: int, limits: HashLimits
-               ) -> tuple[Survey, list[dict]]:
-        """The survey and the published group's memory estimate per slot, in one job."""
-        tallied = frames.tally(self.groups, value_factor, key_head, limits)
-        found = interpret(fold(tallied), self.source)
-        return found, published_slots(tallied, found)
-
-    def scattered(self, found: Survey, limit: int) -> list[int] | None:
-        return scattered_users(self.groups, found, limit)
-
-    def users(self, found: Survey):
-        """Frame (user_id, pairs, lp, ht) of the published users."""
-        return publishable_users(self.groups, found)
-
-    def valid(self, found: Survey):
-        """Frame (user_id, item_id, embedding) of the publishable rows."""
-        published = self.frame.where(reason(found.model_version, found.dim).isNull())
-        return published.select("user_id", "item_id", "embedding")
-
-    def write(self, found: Survey, target: WriteTarget, partitions: int,
-              scattered: list[int] | None, extra=None) -> list[dict]:
-        """Every publishable row (and ``extra`` rows, the fallback level's) into Redis."""
-        valid = self.valid(found)
-        if extra is not None:
-            valid = valid.unionByName(extra)
-        return frames.write(valid, target, partitions, scattered)
-
-
-class DirectInput:
-    """The direct path: pyarrow reads in Spark tasks (see the module docstring)."""
-
-    name = "direct"
-
-    def __init__(self, spark, source: str, tasks: int) -> None:
-        self.spark, self.source = spark, source
-        files = slices.describe(source, check=check_file_columns)
-        self.tasks = slices.plan(files, tasks)
-        self.merged: direct.Merged | None = None
-        self._jvm: SparkInput | None = None
-
-    @property
-    def jvm(self) -> SparkInput:
-        """The JVM path over the same partition (scattered users, the quarantine)."""
-        if self._jvm is None:
-            self._jvm = SparkInput(self.spark, self.source)
-        return self._jvm
-
-    @property
-    def frame(self):
-        return self.jvm.frame
-
-    @property
-    def survey_task_seconds(self) -> float | None:
-        """The slowest survey task's seconds (after :meth:`survey`)."""
-        return self.merged.task_seconds if self.merged else None
-
-    def _run(self, entry) -> list:
-        if not self.tasks:
-            return []
-        rdd = self.spark.sparkContext.parallelize(self.tasks, len(self.tasks))
-        return rdd.mapPartitions(entry).collect()
-
-    def survey(self, value_factor: int, key_head: int, limits: HashLimits
-               ) -> tuple[Survey, list[dict]]:
-        """The survey and the published group's memory estimate per slot, in one job."""
-        self.merged = direct.merge(self._run(direct.survey_task))
-        found = interpret(self.merged.groups, self.source)
-        return found, direct.slot_estimates(self.merged, found, value_factor, key_head, limits)
-
-    def scattered(self, found: Survey, limit: int) -> list[int] | None:
-        users = direct.all_scattered_users(self.merged, found)
-        return None if len(users) > limit else users.tolist()
-
-    def write(self, found: Survey, target: WriteTarget, partitions: int,
-              scattered: list[int] | None, extra=None) -> list[dict]:
-        """Users in one run of one slice from the slices, in file order; the others through
-        the JVM path's shuffle by user (every row when ``scattered`` is None)."""
-        if extra is not None:
-            raise ValueError("the fallback level's rows are written by the JVM path "
-                             "(publish reads intervals with the level through SparkInput)")
-        if scattered is None:
-            return self.jvm.write(found, target, partitions, scattered=None)
-        moved = np.array(sorted(scattered), dtype=np.int64)
-        stats = self._run(partial(direct.write_task, target=target,
-                                  model_version=found.model_version, dim=found.dim,
-                                  scattered=moved))
-        if len(moved):
-            from pyspark.sql import functions as F
-
-            rows = self.jvm.valid(found).where(F.col("user_id").isin(scattered))
-            stats += frames.write(rows, target, partitions, scattered=None)
+    def write(self, plans: dict[str, tuple[Survey, WriteTarget, np.ndarray]], limit: int
+              ) -> dict[str, list[dict]]:
+        """Every published row of the tables of ``plans`` (name -> (survey, target, scattered
+        users)) into Redis, in one job (and a shuffle job when users are scattered); the stats
+        of each writing task per table. Users in one run of one slice are written by the task
+        reading them; the rows of scattered users (every row of a table with more than
+        ``limit`` of them) after a shuffle by user."""
+        direct = {name: partial(_write_task, table=self.tables[name], found=found,
+                                target=target, scattered=scattered)
+                  for name, (found, target, scattered) in plans.items()
+                  if len(scattered) <= limit}
+        stats = self._run(direct, direct)
+        for name, (found, target, scattered) in plans.items():
+            if len(scattered) or name not in direct:
+                log.info("%s: %s rows shuffled by user", name,
+                         f"{len(scattered)} scattered users'" if name in direct else "every")
+                users = scattered if name in direct else None
+                stats.setdefault(name, []).extend(self._shuffled(name, found, target, users))
         return stats
 
+    def _shuffled(self, name: str, found: Survey, target: WriteTarget,
+                  users: np.ndarray | None) -> list[dict]:
+        """Write the rows of ``users`` (every row when None) of table ``name`` after a shuffle
+        by user."""
+        pick = partial(_published_rows, table=self.tables[name], found=found, scattered=users,
+                       keep_scattered=True)
+        tasks = self.plans[name]
+        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
+        moved = rdd.mapPartitions(partial(_by_user, rows=pick, parts=self.partitions))
+        return moved.partitionBy(self.partitions, lambda key: key).mapPartitions(
+            partial(_write_shuffled, target=target)).collect()
 
-def check_file_columns(path: str, schema: pa.Schema) -> None:
-    """Refuse a file without the contract's columns and types (as :func:`check_columns`);
-    a type the direct path does not read (e.g. dictionary<string>) is refused as well."""
-    check_types({f.name: _SPARK_TYPES.get(f.type, str(f.type)) for f in schema}, path)
+    def quarantine(self, name: str, found: Survey, staging: str) -> None:
+        """Write every refused row of table ``name`` with its reason (``_reason``) under
+        ``staging``."""
+        self._run({name: partial(_quarantine_task, table=self.tables[name], found=found,
+                                 staging=staging)}, [name])
+
+
+def _dispatch(work: Iterable[tuple[str, list]], entries: dict[str, Callable]
+              ) -> Iterator[tuple[str, object]]:
+    """``mapPartitions`` entry point: run the entry of each (table, slices) of the partition."""
+    for name, task in work:
+        yield name, entries[name]([task])
+
+
+def _survey(pieces, layout: Layout):
+    return next(survey_task(pieces, layout))
+
+
+def _batches(pieces: Iterable[list[slices.Slice]], table: Table) -> Iterator[pa.RecordBatch]:
+    for piece in chain.from_iterable(pieces):
+        yield from map(plain, slices.owned_batches(piece, list(table.columns)))
+
+
+def _published_rows(pieces, table: Table, found: Survey, scattered: np.ndarray | None,
+                    keep_scattered: bool = False
+                    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(users, field ids, (n, 2 * dim) fp16 bytes) of the published rows of the task's slices: those of
+    users not in ``scattered``, or (``keep_scattered``) only theirs (every row when None)."""
+    for batch in _batches(pieces, table):
+        keep = published(batch, table, found.model_version, found.dim)
+        users = ids(batch, "user_id")
+        if scattered is not None and len(scattered):
+            inside = np.isin(users, scattered)
+            keep &= inside if keep_scattered else ~inside
+        elif scattered is not None and keep_scattered:
+            keep[:] = False
+        if keep.all():
+            yield (users, ids(batch, table.id_column),
+                   fixed_width_values(batch.column("embedding"), 2 * found.dim))
+        elif keep.any():
+            chosen = np.flatnonzero(keep)
+            yield (users[chosen], ids(batch, table.id_column)[chosen],
+                   fixed_width_values(batch.column("embedding").take(chosen), 2 * found.dim))
+
+
+def _write_task(pieces, table: Table, found: Survey, target: WriteTarget,
+                scattered: np.ndarray) -> dict:
+    """Write the task's published rows of users that are not scattered, in file order."""
+    return write_rows(_published_rows(pieces, table, found, scattered), target)
+
+
+def _by_user(pieces, rows, parts: int) -> Iterator[tuple[int, tuple]]:
+    """The rows keyed by the partition that writes their user (``user mod parts``)."""
+    for users, items, values in rows(pieces):
+        owner = users % parts
+        for part in np.unique(owner).tolist():
+            mine = owner == part
+            yield part, (users[mine], items[mine], values[mine])
+
+
+def _write_shuffled(entries: Iterable[tuple[int, tuple]], target: WriteTarget
+                    ) -> Iterator[dict]:
+    """``mapPartitions`` entry point after the shuffle: one partition's users, sorted by user
+    (rows of one user keep their order), written as one run each."""
+    found = [rows for _, rows in entries]
+    if not found:
+        return
+    users, items, values = (np.concatenate(column) for column in zip(*found, strict=True))
+    order = np.argsort(users, kind="stable")
+    yield write_rows([(users[order], items[order], values[order])], target)
+
+
+def _quarantine_task(pieces, table: Table, found: Survey, staging: str) -> int:
+    """The task's refused rows, with their reason, as one parquet file under ``staging``;
+    returns the rows written."""
+    refused = [batch for batch in map(partial(_refused, table=table, found=found),
+                                      _batches(pieces, table)) if batch.num_rows]
+    if refused:
+        fs, inner = filesystem(staging)
+        with fs.open_output_stream(f"{inner}/part-{uuid.uuid4().hex}.parquet") as out:
+            pq.write_table(pa.Table.from_batches(refused), out)
+    return sum(batch.num_rows for batch in refused)
+
+
+def _refused(batch: pa.RecordBatch, table: Table, found: Survey) -> pa.RecordBatch:
+    """The batch's rows that are not published, with the first reason of each."""
+    codes, lengths = row_codes(batch, table)
+    reason = np.array(table.problems, dtype=object)[codes]
+    clean = codes == 0
+    versions = np.asarray(batch.column("model_version").to_pylist(), dtype=object)
+    reason[clean & (versions != found.model_version)] = "other_model_version"
+    same = clean & (versions == found.model_version)
+    reason[same & (lengths != 2 * found.dim)] = "wrong_embedding_length"
+    good = np.flatnonzero(same & (lengths == 2 * found.dim))
+    if len(good):
+        values = fixed_width_values(batch.column("embedding").take(good), 2 * found.dim)
+        reason[good[non_finite_fp16(values)]] = NON_FINITE
+    bad = np.flatnonzero(reason != None)  # noqa: E711 - elementwise on an object array
+    chosen = batch.take(pa.array(bad))
+    return chosen.append_column(REASON, pa.array(reason[bad].tolist(), pa.string()))

@@ -1,19 +1,20 @@
 """How many bytes of Redis memory a version will take, before writing a byte of it.
 
 The estimate follows Redis 7's data structures (64-bit, jemalloc) key by key, because the two
-hash encodings differ by a third:
+hash encodings differ by a third. Every field of a user's hashes is a decimal integer (an item
+id, or a cluster id in the user's cluster key):
 
-* **listpack** (``hash-max-listpack-entries`` >= the user's pairs and every value
-  <= ``hash-max-listpack-value`` bytes): one allocation of 7 header bytes plus, per pair, the
-  item id as a listpack integer (2-10 bytes with its back-length) and the value (2 + len + 2
+* **listpack** (``hash-max-listpack-entries`` >= the hash's fields and every value
+  <= ``hash-max-listpack-value`` bytes): one allocation of 7 header bytes plus, per field, the
+  id as a listpack integer (2-10 bytes with its back-length) and the value (2 + len + 2
   bytes for a 128-byte value), rounded up to a jemalloc size class.
-* **hashtable**: a dict (64 bytes) with ``8 * next_pow2(pairs)`` bytes of buckets and, per pair,
-  a dictEntry (32), the field sds (type 5, ``digits + 2``) and the value sds (type 8,
+* **hashtable**: a dict (64 bytes) with ``8 * next_pow2(fields)`` bytes of buckets and, per
+  field, a dictEntry (32), the field sds (type 5, ``digits + 2``) and the value sds (type 8,
   ``len + 4``: a 128-byte value takes the 160-byte class), each rounded to its size class.
 
 Every key also costs its name (sds), a robj, and a dictEntry plus bucket share in the keyspace
 and in the expires dict. The functions are vectorised (numpy) so that Spark executors estimate
-millions of users in one pass; tests compare them with ``INFO memory`` of a real server.
+millions of keys in one pass; tests compare them with ``INFO memory`` of a real server.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ class HashLimits:
         return ["--hash-max-listpack-entries", str(self.max_entries),
                 "--hash-max-listpack-value", str(self.max_value)]
 
-    def encoding(self, pairs: int, value_bytes: int) -> str:
-        """The encoding Redis gives a user hash of ``pairs`` values of ``value_bytes``."""
-        fits = pairs <= self.max_entries and value_bytes <= self.max_value
+    def encoding(self, fields: int, value_bytes: int) -> str:
+        """The encoding Redis gives a hash of ``fields`` values of ``value_bytes``."""
+        fits = fields <= self.max_entries and value_bytes <= self.max_value
         return "listpack" if fits else "hashtable"
 
 
@@ -102,24 +103,8 @@ def hashtable_field_bytes(items: np.ndarray) -> np.ndarray:
     return DICT_ENTRY + sds_bytes(decimal_digits(items))
 
 
-def cluster_field_lengths(cluster_ids: np.ndarray) -> np.ndarray:
-    """Length of the field ``c<cluster_id>`` of non-negative cluster ids."""
-    return 1 + decimal_digits(cluster_ids)
-
-
-def listpack_cluster_bytes(cluster_ids: np.ndarray) -> np.ndarray:
-    """Bytes of ``c<cluster_id>`` fields as listpack string entries (``c`` is no integer)."""
-    return np.array([listpack_string_bytes(n) for n in
-                     cluster_field_lengths(cluster_ids).tolist()], dtype=np.int64)
-
-
-def hashtable_cluster_bytes(cluster_ids: np.ndarray) -> np.ndarray:
-    """Bytes of one hashtable field ``c<cluster_id>``: dictEntry plus the field's sds."""
-    return DICT_ENTRY + sds_bytes(cluster_field_lengths(cluster_ids))
-
-
 def string_key_bytes(key_length: int, value_length: int) -> int:
-    """Bytes of a string key holding ``value_length`` raw bytes (the item -> cluster chunks):
+    """Bytes of a string key holding ``value_length`` raw bytes (the fallback's chunks):
     the key's overhead, a robj and the value's sds (header of 3, 5 or 9 bytes plus the NUL)."""
     header = 4 if value_length < 256 else 6 if value_length < 65536 else 10
     return int(key_overhead(key_length) + ROBJ + size_class(value_length + header))
@@ -136,37 +121,29 @@ def key_overhead(key_length: np.ndarray | int) -> np.ndarray:
     return sds_bytes(key_length) + ROBJ + 2 * (DICT_ENTRY + BUCKET_SHARE)
 
 
-def user_bytes(
-    pairs: np.ndarray, lp_field_sum: np.ndarray, ht_field_sum: np.ndarray,
+def hash_bytes(
+    fields: np.ndarray, lp_field_sum: np.ndarray, ht_field_sum: np.ndarray,
     value_bytes: int, key_length: np.ndarray | int, limits: HashLimits,
 ) -> np.ndarray:
-    """Estimated bytes of each user's hash key (vectorised over users).
+    """Estimated bytes of each hash key (vectorised over keys).
 
-    ``pairs``: (u,) values per user; ``lp_field_sum`` / ``ht_field_sum``: (u,) sums of
-    :func:`listpack_int_bytes` / :func:`hashtable_field_bytes` over the user's item ids;
-    ``key_length``: (u,) or one length of the users' key names.
+    ``fields``: (k,) values per key; ``lp_field_sum`` / ``ht_field_sum``: (k,) sums of
+    :func:`listpack_int_bytes` / :func:`hashtable_field_bytes` over the key's field ids;
+    ``key_length``: (k,) or one length of the keys' names.
     """
-    pairs = np.asarray(pairs, dtype=np.int64)
-    entries = lp_field_sum + pairs * listpack_string_bytes(value_bytes)
+    fields = np.asarray(fields, dtype=np.int64)
+    entries = lp_field_sum + fields * listpack_string_bytes(value_bytes)
     listpack = size_class(LISTPACK_OVERHEAD + entries)
-    buckets = 8 * np.left_shift(1, np.ceil(np.log2(np.maximum(pairs, 4))).astype(np.int64))
+    buckets = 8 * np.left_shift(1, np.ceil(np.log2(np.maximum(fields, 4))).astype(np.int64))
     value_sds = int(sds_bytes(value_bytes))
-    hashtable = DICT_STRUCT + buckets + ht_field_sum + pairs * value_sds
-    fits = (pairs <= limits.max_entries) & (value_bytes <= limits.max_value)
-    return np.where(fits, listpack, hashtable) + ROBJ + key_overhead(key_length)
+    hashtable = DICT_STRUCT + buckets + ht_field_sum + fields * value_sds
+    return np.where(is_listpack(fields, value_bytes, limits), listpack,
+                    hashtable) + ROBJ + key_overhead(key_length)
 
 
-def user_estimates(
-    users: np.ndarray, pairs: np.ndarray, lp_field_sum: np.ndarray, ht_field_sum: np.ndarray,
-    value_bytes: int, key_head: int, limits: HashLimits,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, listpack) per user: :func:`user_bytes` of each user's hash, whose key is
-    ``key_head`` bytes then the decimal id and one more byte, and whether it stays a listpack.
-    All arrays (u,)."""
-    key_length = key_head + decimal_digits(users) + 1
-    size = user_bytes(pairs, lp_field_sum, ht_field_sum, value_bytes, key_length, limits)
-    listpack = (np.asarray(pairs) <= limits.max_entries) & (value_bytes <= limits.max_value)
-    return size, listpack
+def is_listpack(fields: np.ndarray, value_bytes: int, limits: HashLimits) -> np.ndarray:
+    """(k,) True for the hashes of ``fields`` (k,) values that Redis keeps as a listpack."""
+    return (np.asarray(fields) <= limits.max_entries) & (value_bytes <= limits.max_value)
 
 
 def free_bytes(info: dict[str, int]) -> tuple[int, int, str]:

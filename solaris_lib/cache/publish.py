@@ -5,30 +5,23 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
 0. (before any phase) the URL's Redis user may run every publisher command on the prefix,
                 on every master (:func:`solaris_lib.cache.access.check_publisher_access`,
                 writes nothing), else it stops here with PublishPermissionError
-1. ``inspect``  columns; one Spark job over the table for the model version, the dimension,
-                the rows per quarantine reason, the content digest, the users whose rows are
-                not one run of one slice or input partition, and the memory estimate per slot
-                (from per-user pair counts); the hierarchical fallback level when the
-                interval has its tables (:mod:`solaris_lib.cache.fallback`) -> the
-                deterministic version id. Read directly with pyarrow in the Spark tasks
-                (``PublishConfig.direct_read``, the default) or through Spark SQL (without it,
-                and always with the fallback level): :mod:`solaris_lib.cache.inputs`
-2. ``validate`` write the refused rows (with their reason) to ``cache/quarantine/interval=KEY/``
-3. ``estimate`` bytes per master (with the fallback level: counted again with its fields);
-                refuse when they will not fit
-4. ``write``    manifest (state ``writing``), the fallback's item -> cluster chunks (read
-                back), then every slice (direct read) or Spark partition, pipelined, in the
-                input's order (only the rows of users that are not one run of one slice or
-                partition are shuffled by user, or every row with the fallback level); each
-                task then counts the fields its users hold on the server and reads back a
-                hash-chosen sample of its pairs. Checked (:mod:`solaris_lib.cache.checks`):
-                pairs written + duplicates + non-finite = publishable rows, fields on the
-                server = pairs written, every sampled pair equal to its input bytes and
-                values; the same for the fallback level's ``c<cluster>`` fields, counted apart
-5. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
-6. ``quarantine`` (when rows were refused) the refused rows with their reason
+1. ``inspect``  one Spark job over the exact rows (:mod:`inputs`: pyarrow in the tasks): row
+                problems, the published model version and dimension, the content digest, the
+                scattered users and the memory estimate per slot; when the interval has the
+                fallback tables, the same over the cluster rows and the item tables read on
+                the driver (:mod:`fallback`) -> the deterministic version id
+2. ``estimate`` bytes per master; refuse when they will not fit
+3. ``write``    manifest (state ``writing``), the fallback's chunks (read back), then the
+                exact rows into their users' bucket hashes and the cluster rows into their
+                users' cluster hashes (Spark tasks, pipelined, in file order; scattered users
+                after a shuffle by user); each task then counts the fields its keys hold on
+                the server and reads back a hash-chosen sample. Checked
+                (:mod:`checks`): pairs written + duplicates + non-finite = publishable rows,
+                fields on the server = pairs written, every sampled pair equal to its input
+4. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
+5. ``quarantine`` (when exact rows were refused) the refused rows with their reason
 
-Nothing a reader can see changes before phase 6: the alias still names the previous version,
+Nothing a reader can see changes before phase 4: the alias still names the previous version,
 whose keys are never touched, so a failure at any point leaves it served. Old versions expire
 by TTL. A rerun of the same interval over the same embeddings gets the same version id and
 writes the same bytes; when that version is already served it returns ``already_served``.
@@ -40,14 +33,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from redis.crc import key_slot
 
-from solaris_lib.cache import frames, memory
+from solaris_lib.cache import memory
 from solaris_lib.cache.access import check_publisher_access
-from solaris_lib.cache.checks import check_cluster_counts, check_counts, run_write
+from solaris_lib.cache.checks import check_counts, run_write
 from solaris_lib.cache.errors import (
+    CacheFormatError,
     CacheProtocolError,
     CacheUnavailableError,
     InsufficientMemoryError,
@@ -55,35 +50,36 @@ from solaris_lib.cache.errors import (
     PublishInputError,
 )
 from solaris_lib.cache.fallback import (
-    FallbackLevel,
     FallbackTables,
+    ItemTables,
     chunk_bytes,
     find_tables,
-    read_fallback,
-    with_cluster_fields,
-    write_item_clusters,
+    read_item_clusters,
+    read_item_priors,
+    write_chunks,
 )
 from solaris_lib.cache.format import (
+    CODEC,
     FALLBACK_CLUSTER,
     STATE_COMPLETE,
-    Codec,
     Manifest,
+    check_buckets,
     check_prefix,
-    data_key_head,
+    user_key_head,
     version_id,
 )
-from solaris_lib.cache.inputs import DirectInput, SparkInput
-from solaris_lib.cache.nodes import hash_tag
+from solaris_lib.cache.inputs import Inputs
+from solaris_lib.cache.rows import CLUSTER, EXACT, NON_FINITE, Survey, interpret
 from solaris_lib.cache.server import CacheServer
-from solaris_lib.cache.validate import REASON, Survey, non_finite, reason
-from solaris_lib.cache.writer import STATS_SCHEMA, WriteTarget
+from solaris_lib.cache.survey import Layout, Merged
+from solaris_lib.cache.writer import STATS_NAMES, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import CACHE, EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
-SCATTERED_LIMIT = 100_000  # more users not contiguous in one input partition: shuffle all rows
+SCATTERED_LIMIT = 100_000  # more scattered users: every row is shuffled by user
 
 
 class PublishConfig(BaseModel):
@@ -93,19 +89,25 @@ class PublishConfig(BaseModel):
 
     ttl_s: int | None = Field(None, gt=0, description="Seconds the version's keys live after "
                               "they are written; default three interval lengths.")
-    codec: Literal["fp16", "fp32"] = Field("fp16", description="Value codec in Redis (the input "
-                                           "is fp16; fp32 doubles memory for no precision gain).")
-    partitions: int | None = Field(None, ge=1, description="Spark partitions of the write "
+    buckets: int = Field(4, description="Hashes per user for its exact items (a power of two "
+                         "up to 64): about one per 64 pairs of a typical user keeps every hash "
+                         "a short listpack under infra/redis.conf (docs/cache-format.md).")
+    partitions: int | None = Field(None, ge=1, description="Spark tasks reading and writing "
                                    "(parallel writers); default the session's parallelism.")
     verify_sample: int = Field(64, ge=1, description="Pairs read back and compared with the "
                                "input after the write.")
     pipeline_bytes: int = Field(1 << 20, ge=1024, description="Bytes per pipelined send.")
-    write_timeout_s: float = Field(60.0, gt=0, description="Deadline of one pipelined send.")
+    write_timeout_s: float = Field(60.0, gt=0, description="Timeout of one pipelined send.")
     force: bool = Field(False, description="Switch the alias even when it names a later "
                         "interval (backfills normally leave it).")
-    direct_read: bool = Field(True, description="Read the parquet files with pyarrow in the "
-                              "Spark tasks (solaris_lib.cache.inputs); False: Spark SQL reads "
-                              "them (the JVM path, always used with the fallback level).")
+
+    @field_validator("buckets")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        try:
+            return check_buckets(value)
+        except CacheFormatError as exc:  # a ValueError makes it a ValidationError
+            raise ValueError(str(exc)) from exc
 
 
 @dataclass
@@ -117,15 +119,16 @@ class PublishReport:
     served_version: str | None
     previous_version: str | None
     model_version: str
-    codec: str
     dim: int
+    buckets: int
     rows_read: int
     pairs: int = 0
     users: int = 0
+    keys: int = 0
     duplicates: int = 0
     quarantined: dict[str, int] = field(default_factory=dict)
     estimate_bytes: int = 0
-    listpack_users: int = 0
+    listpack_keys: int = 0
     ttl_s: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     # the hierarchical fallback level (all zero / empty when the interval has none)
@@ -137,6 +140,17 @@ class PublishReport:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class _Level:
+    """The fallback level of one publish: the cluster rows' survey, the item tables, the
+    level's digest."""
+
+    merged: Merged
+    found: Survey
+    tables: ItemTables
+    digest: str
 
 
 PhaseHook = Callable[[str], None]
@@ -173,11 +187,9 @@ class _Run:
         self.on_phase = on_phase
         self.layout = DataLayout.from_settings(settings)
         self.ttl_s = config.ttl_s or int(3 * interval.length.total_seconds())
+        self.partitions = config.partitions or spark.sparkContext.defaultParallelism
         self.server: CacheServer | None = None
         self.seconds: dict[str, float] = {}
-        self.slots: list[dict] = []  # memory estimate per cluster slot, from the survey
-        self.input: DirectInput | SparkInput | None = None
-        self.found: Survey | None = None
         self.current_phase: str | None = None
         self.alias_sent = False
         self._clock = time.perf_counter()
@@ -193,86 +205,75 @@ class _Run:
 
     def execute(self) -> PublishReport:
         self._phase("inspect")
-        tables = find_tables(self.layout, self.interval)
-        self.input = self._input(self.layout.output(EMBEDDINGS, self.interval), tables)
-        found = self.found = self._survey()
-        fallback = read_fallback(self.spark, tables, found.model_version, found.dim)
-        # the fallback's rows join their users' exact rows: with it, every row is shuffled
-        scattered = (self.input.scattered(found, SCATTERED_LIMIT) if fallback is None
-                     else None)
-        report = self._publish_valid(found, fallback, scattered)
-        if report.status != "published" or not report.quarantined:
-            self._phase(None)
-            return report
-        self._phase("quarantine")
-        self._quarantine(self.input.frame, found, report)
-        self._phase(None)
-        return report
-
-    def _input(self, source: str, tables: FallbackTables) -> DirectInput | SparkInput:
-        """The read path (:mod:`solaris_lib.cache.inputs`): direct unless turned off, the
-        interval has the fallback level's tables, or a file's column types are not the plain
-        ones the direct path reads (Spark SQL then reads and checks them)."""
+        source = self.layout.output(EMBEDDINGS, self.interval)
         if not is_complete(source):
             raise PublishInputError(f"{source}: no complete embeddings partition for "
                                     f"{self.interval} (missing or without _SUCCESS)")
-        if self.config.direct_read and not tables.present:
-            try:
-                return DirectInput(self.spark, source, self._partitions())
-            except PublishInputError as exc:  # e.g. a dictionary-encoded string column
-                log.info("the direct read path cannot take %s (%s): Spark SQL reads it",
-                         source, exc)
-        return SparkInput(self.spark, source)
+        tables = find_tables(self.layout, self.interval)
+        read = [(EXACT, source)] + ([(CLUSTER, tables.paths[CLUSTER.folder])]
+                                    if tables.usable() else [])
+        inputs = Inputs(self.spark, read, self.partitions)
+        surveyed = inputs.survey({table.name: self._layout(table) for table, _ in read})
+        merged = surveyed[EXACT.name]
+        found = interpret(merged.groups, source)
+        self.seconds["survey_task_max"] = round(max(m.task_seconds for m in surveyed.values()),
+                                                3)
+        log.info("survey: %d rows, %d publishable, %d scattered users", found.rows,
+                 found.valid_rows, found.scattered)
+        level = (self._level(tables, surveyed[CLUSTER.name], found)
+                 if CLUSTER.name in surveyed else None)
+        report = self._publish(inputs, merged, found, level)
+        if report.status == "published" and report.quarantined:
+            self._phase("quarantine")
+            self._quarantine(inputs, found, report)
+        self._phase(None)
+        return report
 
-    def _partitions(self) -> int:
-        return self.config.partitions or self.spark.sparkContext.defaultParallelism
+    def _layout(self, table) -> Layout:
+        """How ``table``'s rows become hashes (a version id always has the same length)."""
+        head = len(user_key_head(self.settings.redis_key_prefix,
+                                 f"{self.interval.key}-{'0' * 10}"))
+        return Layout(table, self.config.buckets, head, self.server.hash_limits())
 
-    def _survey(self) -> Survey:
-        """Totals and the memory estimate per slot (``self.slots``) of the published group
-        (a version id always has the same length, so the key length is known)."""
-        key_head = len(data_key_head(self.settings.redis_key_prefix,
-                                     f"{self.interval.key}-{'0' * 10}"))
-        value_factor = Codec(self.config.codec, 1).value_bytes // 2
-        found, self.slots = self.input.survey(value_factor, key_head, self.server.hash_limits())
-        if self.input.survey_task_seconds is not None:
-            self.seconds["survey_task_max"] = round(self.input.survey_task_seconds, 3)
-        log.info("survey (%s read): %d rows, %d publishable, %d scattered users",
-                 self.input.name, found.rows, found.valid_rows, found.scattered)
-        return found
+    def _level(self, tables: FallbackTables, merged: Merged, found: Survey) -> _Level | None:
+        """The fallback level (the interval has both its tables) when they hold something
+        servable (logged otherwise)."""
+        path = tables.paths[CLUSTER.folder]
+        rows = interpret(merged.groups, path, chosen=(found.model_version, 2 * found.dim))
+        items = read_item_clusters(tables.paths["item_clusters"])
+        if is_complete(tables.prior_path):
+            read_item_priors(items, tables.prior_path, found.model_version, found.dim)
+        items.dropped = {**rows.refused, **items.dropped}
+        if not rows.valid_rows or not len(items.item_ids):
+            log.warning("fallback level skipped: %d servable cluster rows, %d items with a "
+                        "cluster (dropped: %s)", rows.valid_rows, len(items.item_ids),
+                        items.dropped)
+            return None
+        log.info("fallback level: %d cluster rows, %d items in %d clusters, %d item priors "
+                 "(dropped: %s)", rows.valid_rows, len(items.item_ids), items.clusters,
+                 len(items.prior_ids), items.dropped)
+        return _Level(merged, rows, items, items.digest(rows))
 
-    def _quarantine(self, frame, found: Survey, report: PublishReport) -> None:
-        """Write the refused rows with their reason (the writer's non-finite rows included)."""
-        from pyspark.sql import functions as F
-
-        target = self.layout.output(CACHE, self.interval, "quarantine")
-        why = reason(found.model_version, found.dim)
-        if report.quarantined.get("non_finite_embedding"):
-            why = F.coalesce(why, F.when(non_finite(), "non_finite_embedding"))
-        bad = frame.withColumn(REASON, why)
-        with atomic_folder(target) as staging:
-            bad.where(bad[REASON].isNotNull()).write.mode("overwrite").parquet(staging)
-        log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
-                    found.rows, target, report.quarantined)
-
-    def _publish_valid(self, found: Survey, fallback: FallbackLevel | None,
-                       scattered: list[int] | None) -> PublishReport:
-        codec = Codec(self.config.codec, found.dim)
-        version = version_id(self.interval.key, found.model_version, codec.name, codec.dim,
-                             found.digest, fallback.digest if fallback else "")
+    def _publish(self, inputs: Inputs, merged: Merged, found: Survey,
+                 level: _Level | None) -> PublishReport:
+        buckets = self.config.buckets
+        version = version_id(self.interval.key, found.model_version, found.dim, buckets,
+                             found.digest, level.digest if level else "")
         report = PublishReport("published", version, None, self.server.served_version(),
-                               found.model_version, codec.name, codec.dim, found.rows,
-                               quarantined=found.quarantined, ttl_s=self.ttl_s,
+                               found.model_version, found.dim, buckets, found.rows,
+                               quarantined=dict(found.refused), ttl_s=self.ttl_s,
                                seconds=self.seconds)
-        if fallback is not None:
-            report.clusters, report.item_clusters = fallback.clusters, len(fallback.item_ids)
-            report.cluster_dropped = fallback.dropped
+        if level is not None:
+            report.clusters = level.tables.clusters
+            report.item_clusters = len(level.tables.item_ids)
+            report.cluster_dropped = dict(level.tables.dropped)
         log.info("version %s: %d publishable rows of %d", version, found.valid_rows, found.rows)
         if self._nothing_to_do(report):
             return report
         self._phase("estimate")
-        self._check_memory(codec, report, fallback)
+        self._check_memory(report, merged, found, level)
         self._phase("write")
-        manifest = self._write(codec, report, found, fallback, scattered)
+        manifest = self._write(report, inputs, merged, found, level)
         self._phase("switch")
         return self._switch(report, manifest)
 
@@ -291,29 +292,29 @@ class _Run:
             return True
         return False
 
-    def _check_memory(self, codec: Codec, report: PublishReport,
-                      fallback: FallbackLevel | None) -> None:
-        limits = self.server.hash_limits()
-        slots = self.slots
-        if fallback is not None:  # the c<cluster> fields change the users' encodings
-            users = with_cluster_fields(self.input.users(self.found),
-                                         fallback.users)
-            key_head = len(data_key_head(self.settings.redis_key_prefix, report.version))
-            slots = frames.bytes_per_slot(users, codec.value_bytes, key_head, limits)
-        needed: dict[tuple[str, int], int] = {}
-        for row in slots:
-            address = self.server.router.pool_for_slot(row["slot"]).address
-            needed[address] = needed.get(address, 0) + row["bytes"]
-        if fallback is not None:
+    def _check_memory(self, report: PublishReport, merged: Merged, found: Survey,
+                      level: _Level | None) -> None:
+        """Bytes per master: the published users' hashes (from the survey) and the level's
+        cluster hashes and chunks; refuse when they do not fit."""
+        nodes = self.server.nodes()
+        parts = [merged.parts[(found.model_version, 2 * found.dim)]]
+        if level is not None:
+            parts.append(level.merged.parts.get((found.model_version, 2 * found.dim)))
+        needed: dict[str, int] = {}
+        for part in filter(None, parts):
+            for slot, size in zip(part.slots.tolist(), part.bytes.tolist(), strict=True):
+                name = nodes.node_for_slot(slot)
+                needed[name] = needed.get(name, 0) + size
+            report.listpack_keys += part.listpack_keys
+        if level is not None:
             for key, size in chunk_bytes(self.settings.redis_key_prefix, report.version,
-                                         fallback):
-                address = self.server.router.pool_for_tag(hash_tag(key)).address
-                needed[address] = needed.get(address, 0) + size
-        report.users = sum(r["users"] for r in slots)
-        report.listpack_users = sum(r["listpack_users"] for r in slots)
+                                         level.tables):
+                name = nodes.node_for_slot(key_slot(key.encode()))
+                needed[name] = needed.get(name, 0) + size
         report.estimate_bytes = sum(needed.values())
-        log.info("estimate: %d bytes for %d users (%d listpack-encoded; limits %s from %s)",
-                 report.estimate_bytes, report.users, report.listpack_users,
+        limits = self.server.hash_limits()
+        log.info("estimate: %d bytes (%d listpack-encoded hashes; limits %s from %s)",
+                 report.estimate_bytes, report.listpack_keys,
                  (limits.max_entries, limits.max_value), limits.source)
         policy = self.server.eviction_policy()
         if policy not in ("noeviction", "unknown"):
@@ -321,70 +322,81 @@ class _Run:
                         policy)
         self._refuse_when_full(needed, report)
 
-    def _refuse_when_full(self, needed: dict[tuple[str, int], int], report: PublishReport) -> None:
+    def _refuse_when_full(self, needed: dict[str, int], report: PublishReport) -> None:
         info = self.server.memory()
-        for address, estimate in sorted(needed.items()):
-            free, limit, what = memory.free_bytes(info[address])
+        for name, estimate in sorted(needed.items()):
+            free, limit, what = memory.free_bytes(info[name])
             required = memory.with_margin(estimate)
             if required > free:
                 raise InsufficientMemoryError(
-                    f"Redis at {address[0]}:{address[1]} needs {required:,} bytes for version "
+                    f"Redis at {name} needs {required:,} bytes for version "
                     f"{report.version} ({estimate:,} estimated + {memory.SAFETY_MARGIN:.0%} "
                     f"margin) but has {max(free, 0):,} free ({what} {limit:,}, used "
-                    f"{info[address]['used_memory']:,}); free memory or raise maxmemory. "
+                    f"{info[name]['used_memory']:,}); free memory or raise maxmemory. "
                     f"Nothing was written; {report.previous_version or 'no version'} is still "
                     f"served.", required, free)
 
-    def _write(self, codec: Codec, report: PublishReport, found: Survey,
-               fallback: FallbackLevel | None, scattered: list[int] | None) -> Manifest:
-        """Write the manifest (state writing), the fallback's item table and every pair
-        (``scattered``: see :func:`frames.write`); check the counts."""
-        valid_rows = found.valid_rows
-        cluster_rows = fallback.valid_rows if fallback else 0
-        manifest = Manifest(report.version, report.model_version, codec.name, codec.dim,
-                            self.interval.start.isoformat(), self.interval.end.isoformat(),
-                            valid_rows, report.users, found.digest, self.ttl_s)
-        if fallback is not None:
+    def _target(self, version: str, dim: int, rows: int, buckets: int) -> WriteTarget:
+        return WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix, version,
+                           dim, self.ttl_s, buckets,
+                           max(1, rows // self.config.verify_sample),
+                           self.config.pipeline_bytes, self.config.write_timeout_s)
+
+    def _write(self, report: PublishReport, inputs: Inputs, merged: Merged, found: Survey,
+               level: _Level | None) -> Manifest:
+        """Write the manifest (state writing), the fallback's chunks and every pair; check
+        the counts."""
+        manifest = Manifest(report.version, report.model_version, CODEC, found.dim,
+                            report.buckets, self.interval.start.isoformat(),
+                            self.interval.end.isoformat(), found.valid_rows, 0, found.digest,
+                            self.ttl_s)
+        key = (found.model_version, 2 * found.dim)
+        plans = {EXACT.name: (found, self._target(report.version, found.dim, found.valid_rows,
+                                                  report.buckets), merged.scattered[key])}
+        if level is not None:
             manifest = replace(manifest, fallback=FALLBACK_CLUSTER, clusters=report.clusters,
-                               cluster_pairs=cluster_rows, item_clusters=report.item_clusters,
-                               item_cluster_chunks=len(fallback.chunks()),
-                               **fallback.prior_fields())
+                               cluster_pairs=level.found.valid_rows,
+                               item_clusters=report.item_clusters,
+                               item_cluster_chunks=len(level.tables.chunks()),
+                               **level.tables.prior_fields())
+            plans[CLUSTER.name] = (level.found, self._target(
+                report.version, found.dim, level.found.valid_rows, 0),
+                level.merged.scattered.get(key, np.zeros(0, np.int64)))
         self.server.write_manifest(manifest)
-        if fallback is not None:
-            write_item_clusters(self.server, report.version, fallback, self.ttl_s)
-        target = WriteTarget(self.settings.redis_url, self.settings.redis_key_prefix,
-                             report.version, codec.name, codec.dim, self.ttl_s,
-                             max(1, valid_rows // self.config.verify_sample),
-                             self.config.pipeline_bytes, self.config.write_timeout_s,
-                             max(1, cluster_rows // self.config.verify_sample))
+        if level is not None:
+            write_chunks(self.server, report.version, level.tables, self.ttl_s)
         started = time.perf_counter()
-        log.info("write: %s", "every row shuffled by user" if scattered is None else
-                 f"input order kept, {len(scattered)} scattered users shuffled")
-        extra = fallback.rows if fallback is not None else None
-        stats = run_write(lambda: self.input.write(found, target, self._partitions(),
-                                                   scattered, extra),
-                          report.version, report.previous_version, report.ttl_s)
-        totals = {name: sum(s[name] for s in stats) for name in STATS_SCHEMA.names}
-        elapsed = time.perf_counter() - started
-        log.info("wrote %d pairs of %d users (%d MB) in %.1f s: %.0f pairs/s", totals["pairs"],
-                 totals["users"], totals["bytes_sent"] // 2**20, elapsed,
-                 totals["pairs"] / max(elapsed, 1e-9))
-        # the slowest task's time in the writer, and in its count and read-back
-        for name, column in (("write_task_max", "seconds"), ("check_task_max", "check_seconds")):
-            self.seconds[name] = round(max((s[column] for s in stats), default=0.0), 3)
-        check_counts(totals, valid_rows, report.version)
-        check_cluster_counts(totals, cluster_rows, report.version)
+        stats = run_write(lambda: inputs.write(plans, SCATTERED_LIMIT), report.version,
+                          report.previous_version, report.ttl_s)
+        totals = self._totals(stats[EXACT.name])
+        log.info("wrote %d pairs into %d keys of %d users (%d MB) in %.1f s",
+                 totals["pairs"], totals["keys"], totals["users"],
+                 totals["bytes_sent"] // 2**20, time.perf_counter() - started)
+        check_counts(totals, found.valid_rows, report.version, "pairs")
         report.pairs, report.users, report.duplicates = (totals["pairs"], totals["users"],
                                                          totals["duplicates"])
-        report.cluster_pairs = totals["cluster_pairs"]
-        report.cluster_duplicates = totals["cluster_duplicates"]
-        if totals["cluster_non_finite"]:
-            report.cluster_dropped["non_finite_embedding"] = totals["cluster_non_finite"]
+        report.keys = totals["keys"]
         if totals["non_finite"]:
-            report.quarantined["non_finite_embedding"] = totals["non_finite"]
+            report.quarantined[NON_FINITE] = totals["non_finite"]
             log.warning("%d rows with inf/nan embeddings were not published",
                         totals["non_finite"])
-        return manifest
+        if level is not None:
+            clusters = self._totals(stats[CLUSTER.name])
+            check_counts(clusters, level.found.valid_rows, report.version, "cluster rows")
+            report.cluster_pairs = clusters["pairs"]
+            report.cluster_duplicates = clusters["duplicates"]
+            report.keys += clusters["keys"]
+            if clusters["non_finite"]:
+                report.cluster_dropped[NON_FINITE] = clusters["non_finite"]
+        return replace(manifest, users=report.users)
+
+    def _totals(self, stats: list[dict]) -> dict[str, int]:
+        """The sums of a table's writing tasks' stats; the slowest task's seconds go into the
+        report."""
+        for name, column in (("write_task_max", "seconds"), ("check_task_max", "check_seconds")):
+            slowest = max((s[column] for s in stats), default=0.0)
+            self.seconds[name] = round(max(self.seconds.get(name, 0.0), slowest), 3)
+        return {name: sum(s[name] for s in stats) for name in STATS_NAMES}
 
     def _switch(self, report: PublishReport, manifest: Manifest) -> PublishReport:
         final = replace(manifest, pairs=report.pairs, users=report.users,
@@ -397,3 +409,11 @@ class _Run:
         log.info("%s: alias -> %s (was %s)", report.status, report.served_version,
                  report.previous_version)
         return report
+
+    def _quarantine(self, inputs: Inputs, found: Survey, report: PublishReport) -> None:
+        """Write the refused rows with their reason (the writer's non-finite rows included)."""
+        target = self.layout.output(CACHE, self.interval, "quarantine")
+        with atomic_folder(target) as staging:
+            inputs.quarantine(EXACT.name, found, staging)
+        log.warning("quarantined %d of %d rows under %s: %s", sum(report.quarantined.values()),
+                    found.rows, target, report.quarantined)

@@ -10,6 +10,11 @@
         result.hit          # (n,) bool
         client.stats()      # hits, misses, errors by kind, latency p50/p99 (us)
 
+Unit tests swap the transport for an in-process one::
+
+    store = InMemoryRedis()            # a dict-backed handler; publish into it, or write one
+    client = SolarisClient.from_url("redis://unused", transport=MockTransport(store))
+
 Only the names in ``__all__`` are public; modules starting with ``_`` may change.
 """
 
@@ -28,6 +33,7 @@ from solaris_lib.client._client import SolarisClient
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult
 from solaris_lib.client._stats import ClientStats
+from solaris_lib.client._transport import InMemoryRedis, MockTransport, RedisTransport, Transport
 
 __all__ = [
     "Backoff",
@@ -41,7 +47,11 @@ __all__ = [
     "CircuitBreaker",
     "ClientOptions",
     "ClientStats",
+    "InMemoryRedis",
     "Level",
     "LookupResult",
+    "MockTransport",
+    "RedisTransport",
     "SolarisClient",
+    "Transport",
 ]

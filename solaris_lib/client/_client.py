@@ -1,23 +1,26 @@
-"""The online lookup client: one HMGET per lookup, never an exception into the ranker.
+"""The online lookup client: one pipelined round trip per lookup, never an exception into the
+ranker.
 
 Request path of :meth:`SolarisClient.lookup` (one network round trip)::
 
-    served version (cached) -> key P:e:<version>:{user} -> HMGET key item... [c<cluster>...]
+    served version (cached) -> the items' buckets -> one HMGET per bucket hash of the user
+    P:e:<version>:{user}:<b> [+ HMGET P:e:<version>:{user}:c cluster...] in one pipeline
     -> decode -> (embeddings (n, dim) float32, hit (n,), level (n,)) ; sample misses
     onto a queue
 
-With a version that has the hierarchical fallback level, the same HMGET also asks for the
-distinct ``c<cluster>`` fields of the items (the item -> cluster table is held in memory,
+Every key of a lookup shares the user's hash tag, so the pipeline goes to one master. With a
+version that has the hierarchical fallback level, the pipeline also asks the user's cluster
+hash for the distinct clusters of the items (the item -> cluster table is held in memory,
 loaded with the version by the background thread); an exact miss whose cluster has a value
 gets it with level ``CLUSTER`` (``hit`` stays False). A version with the ITEM level also has
-an item-prior table (the FM's embedding of each live item for an empty history, loaded in the
-background with the item -> cluster table): a row still missing after that takes its item's
-prior with level ``ITEM``, from memory.
+an item-prior table (loaded in the background with the item -> cluster table): a row still
+missing after that takes its item's prior with level ``ITEM``, from memory.
 
 A background thread does everything else: re-reads the alias every ``refresh_interval_s`` and
-loads a new version's manifest (and its item -> cluster table) before switching to it (one immutable object swapped at once,
-so a lookup reads one version only), probes nodes whose circuit breaker is open, reloads the
-cluster slot map when it went stale, and writes sampled misses to the ``P:misses`` stream.
+loads a new version's manifest (and its tables) before switching to it (one immutable object
+swapped at once, so a lookup reads one version only), probes masters whose circuit breaker is
+open, reloads the cluster slot map when it went stale, and writes sampled misses to the
+``P:misses`` stream. Every command goes through the client's :class:`Transport`.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from redis.exceptions import ResponseError
 
-from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import (
     CacheError,
     CacheFormatError,
@@ -39,16 +42,16 @@ from solaris_lib.cache.errors import (
     CacheUnavailableError,
 )
 from solaris_lib.cache.format import (
+    CLUSTER_KEY,
     Codec,
     Manifest,
     alias_key,
-    data_key_head,
+    bucket_of,
     manifest_key,
     misses_key,
+    user_key_head,
 )
-from solaris_lib.cache.nodes import NodePool, hash_tag, make_router
-from solaris_lib.cache.resp import ReplyError, pack_command, pack_hmget
-from solaris_lib.client._breaker import BreakerState
+from solaris_lib.client._breaker import BreakerState, CircuitBreaker
 from solaris_lib.client._clusters import (
     ItemClusters,
     ItemPriors,
@@ -56,12 +59,14 @@ from solaris_lib.client._clusters import (
     load_item_priors,
     merge_clusters,
 )
-from solaris_lib.client._misses import MissSampler, xadd_payload
+from solaris_lib.client._misses import MissSampler, xadd_commands
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult, all_misses
 from solaris_lib.client._stats import ClientStats, Counters
+from solaris_lib.client._transport import RedisTransport, Transport
 
 log = logging.getLogger(__name__)
+_DEFAULTS = ClientOptions()
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,28 @@ class _Served:
     model_version: str
     codec: Codec
     key_head: str
+    buckets: int
     clusters: ItemClusters | None = None
     priors: ItemPriors | None = None
+
+    def commands(self, tag: str, items: np.ndarray) -> tuple[list[tuple], np.ndarray | None]:
+        """The lookup's HMGETs (one per bucket that ``items`` (n,) fall in, in bucket order)
+        and the order of the items in their replies (None: the request's order)."""
+        head = f"{self.key_head}{tag}}}:"
+        if self.buckets == 1:
+            return [("HMGET", f"{head}0", *items.tolist())], None
+        parts = bucket_of(items, self.buckets)
+        order = np.argsort(parts, kind="stable")
+        ids = items[order].tolist()
+        commands, start = [], 0
+        for bucket, count in enumerate(np.bincount(parts, minlength=self.buckets).tolist()):
+            if count:
+                commands.append(("HMGET", f"{head}{bucket}", *ids[start : start + count]))
+                start += count
+        return commands, order
+
+    def cluster_command(self, tag: str, clusters: np.ndarray) -> tuple:
+        return ("HMGET", f"{self.key_head}{tag}}}:{CLUSTER_KEY}", *clusters.tolist())
 
 
 class SolarisClient:
@@ -83,9 +108,12 @@ class SolarisClient:
     :meth:`close`.
     """
 
-    def __init__(self, endpoint: Endpoint, options: ClientOptions) -> None:
+    def __init__(self, transport: Transport, options: ClientOptions | None = None) -> None:
+        """A client over ``transport`` (:class:`RedisTransport` from :meth:`from_url`, or a
+        :class:`MockTransport` in unit tests); call :meth:`start` before the first lookup."""
+        options = options or ClientOptions()
         self._options = options
-        self._router = make_router(endpoint)
+        self._transport = transport
         self._counters = Counters()
         self._misses = MissSampler(options.miss_sample_rate, options.miss_queue_size,
                                    self._counters)
@@ -98,18 +126,44 @@ class SolarisClient:
                                         daemon=True)
 
     @classmethod
-    def from_url(cls, url: str, **options: object) -> SolarisClient:
-        """Connect to the cache at ``url`` (see :mod:`solaris_lib.cache.endpoint` for the forms).
+    def from_url(
+        cls, url: str, *,
+        key_prefix: str = _DEFAULTS.key_prefix,
+        timeout_ms: float = _DEFAULTS.timeout_ms,
+        dim: int | None = None,
+        fallback: Sequence[float] | np.ndarray | None = None,
+        refresh_interval_s: float = _DEFAULTS.refresh_interval_s,
+        background_timeout_ms: float = _DEFAULTS.background_timeout_ms,
+        breaker: CircuitBreaker = _DEFAULTS.breaker,
+        miss_sample_rate: float = _DEFAULTS.miss_sample_rate,
+        miss_queue_size: int = _DEFAULTS.miss_queue_size,
+        miss_stream_maxlen: int = _DEFAULTS.miss_stream_maxlen,
+        transport: Transport | None = None,
+    ) -> SolarisClient:
+        """Connect to the cache at ``url`` (the forms: :mod:`solaris_lib.cache.endpoint`).
 
-        Keyword-only options are those of :class:`ClientOptions` (``timeout_ms``, ``key_prefix``,
-        ``dim``, ``fallback``, ``breaker``, ...). The served version is loaded before this returns
-        when the server answers; when it does not, the client starts anyway, answers misses and
-        keeps trying in the background. Raises :class:`CacheConfigError` for a bad URL or option.
+        The options are :class:`ClientOptions`' (see there); ``transport`` replaces the
+        redis-py transport of ``url`` (e.g. a :class:`MockTransport`). The served version is
+        loaded before this returns when the server answers; when it does not, the client
+        starts anyway, answers misses and keeps trying in the background. Raises
+        :class:`CacheConfigError` for a bad URL or option.
         """
-        client = cls(Endpoint.from_url(url), ClientOptions.build(**options))
-        client._maintain(initial=True)
-        client._thread.start()
-        return client
+        options = ClientOptions.build(
+            key_prefix=key_prefix, timeout_ms=timeout_ms, dim=dim, fallback=fallback,
+            refresh_interval_s=refresh_interval_s, background_timeout_ms=background_timeout_ms,
+            breaker=breaker, miss_sample_rate=miss_sample_rate, miss_queue_size=miss_queue_size,
+            miss_stream_maxlen=miss_stream_maxlen)
+        if transport is None:
+            transport = RedisTransport.from_url(url, options.timeout_ms,
+                                                options.background_timeout_ms)
+        return cls(transport, options).start()
+
+    def start(self) -> SolarisClient:
+        """Load the served version (when the server answers) and start the background
+        thread; returns the client."""
+        self._maintain(initial=True)
+        self._thread.start()
+        return self
 
     # -- the request path -----------------------------------------------------------------
 
@@ -128,36 +182,39 @@ class SolarisClient:
             return all_misses(0, served.codec.dim, None, served.version, served.model_version, None)
         tag = str(int(user_id))
         try:
-            breaker = self._breaker(self._router.pool_for_tag(tag.encode()))
-        except CacheError as exc:  # a cluster slot with no known master yet
+            breaker = self._breaker(self._transport.node(tag))
+        except CacheError as exc:  # no slot map yet
             return self._failed(items, started, served, None, exc)
         if breaker.open:
             return self._miss_all(items, started, "circuit_open", served, short_circuited=1)
-        deadline = started + self._options.timeout_ms / 1000.0
-        fields = list(map(str, items.tolist()))
+        commands, order = served.commands(tag, items)
         if served.clusters is not None:
-            clusters, distinct, cluster_fields = served.clusters.fields(items)
-            fields += cluster_fields
-        payload = pack_hmget(served.key_head + tag + "}", fields)
+            clusters, distinct = served.clusters.fields(items)
+            commands.append(served.cluster_command(tag, distinct))
         try:
-            reply = self._router.execute(tag.encode(), payload, 1, deadline)[0]
-            if isinstance(reply, ReplyError) and str(reply).startswith("WRONGTYPE"):
-                breaker.record_success()  # the node answered: one bad key, not a bad node
+            replies = self._transport.lookup(tag, commands)
+            if any(isinstance(r, ResponseError) and str(r).startswith("WRONGTYPE")
+                   for r in replies):
+                breaker.record_success()  # the node answered: a bad key, not a bad node
                 return self._miss_all(items, started, "server", served, errors=1,
                                       server_errors=1)
-            if isinstance(reply, ReplyError) or not isinstance(reply, list):
-                raise CacheProtocolError(f"HMGET answered {reply!r}")
+            wrong = [r for r in replies if not isinstance(r, list)]
+            if wrong:
+                raise CacheProtocolError(f"HMGET answered {wrong[0]!r}")
             n = len(items)
-            exact = reply if served.clusters is None else reply[:n]
+            exact = [v for reply in replies[: len(replies) - (served.clusters is not None)]
+                     for v in reply]
             embeddings, hit, corrupt = served.codec.decode(exact, self._fallback)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
+        if order is not None:  # back to the request's order
+            embeddings[order], hit[order] = embeddings.copy(), hit.copy()
         hits = int(np.count_nonzero(hit))
         level, cluster_rows, item_rows = hit.astype(np.int8), 0, 0
         if hits < n and served.clusters is not None:
             level, cluster_rows, bad = merge_clusters(served.codec, embeddings, hit, clusters,
-                                                      distinct, reply[n:])
+                                                      distinct, replies[-1])
             corrupt += bad
         if hits + cluster_rows < n and served.priors is not None:
             item_rows = served.priors.fill(items, embeddings, level)
@@ -168,10 +225,10 @@ class SolarisClient:
                                      item_hits=item_rows)
         return LookupResult(embeddings, hit, level, served.version, served.model_version)
 
-    def _breaker(self, pool: NodePool) -> BreakerState:
-        state = self._breakers.get(pool.address)
+    def _breaker(self, node: str) -> BreakerState:
+        state = self._breakers.get(node)
         if state is None:
-            state = self._breakers.setdefault(pool.address, BreakerState(self._options.breaker))
+            state = self._breakers.setdefault(node, BreakerState(self._options.breaker))
         return state
 
     def _failed(self, items: np.ndarray, started: float, served: _Served,
@@ -182,7 +239,7 @@ class SolarisClient:
                                                                                  "server_errors")
         opened = breaker.record_failure() if breaker is not None else False
         if opened or breaker is None:
-            self._router.stale = self._router.cluster  # a failover moves slots: reload the map
+            self._transport.mark_stale()  # a failover moves slots: reload the map
         if opened:
             log.warning("cache node unhealthy (%s); answering misses until it recovers", exc)
             self._misses.wake()
@@ -223,7 +280,7 @@ class SolarisClient:
 
     def refresh(self) -> str | None:
         """Re-read the alias now (operators, tests); unlike lookups this raises CacheError."""
-        self._refresh_alias(time.perf_counter() + self._options.background_timeout_ms / 1000.0)
+        self._refresh_alias()
         return self.version
 
     def close(self) -> None:
@@ -235,7 +292,7 @@ class SolarisClient:
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
         self._counters.add(misses_dropped=self._misses.pending())
-        self._router.close()
+        self._transport.close()
 
     def __enter__(self) -> SolarisClient:
         return self
@@ -262,16 +319,15 @@ class SolarisClient:
 
     def _maintain(self, initial: bool = False) -> None:
         """Probe open breakers, reload a stale slot map, re-read the alias when due."""
-        budget = self._options.background_timeout_ms / 1000.0
-        self._probe_nodes(budget)
+        self._probe_nodes()
         now = time.monotonic()
-        if now < self._next_refresh and not self._router.stale:
+        if now < self._next_refresh and not self._transport.stale:
             return
         self._next_refresh = now + self._options.refresh_interval_s
         try:
-            if self._router.stale:
-                self._router.refresh(time.perf_counter() + budget)
-            self._refresh_alias(time.perf_counter() + budget)
+            if self._transport.stale:
+                self._transport.refresh()
+            self._refresh_alias()
         except CacheError as exc:
             self._counters.add(refresh_errors=1)
             log.log(logging.WARNING if initial else logging.DEBUG, "cache refresh failed: %s", exc)
@@ -280,41 +336,37 @@ class SolarisClient:
         times = [b.probe_at for b in list(self._breakers.values()) if b.open]
         return min(times, default=float("inf"))
 
-    def _probe_nodes(self, budget: float) -> None:
-        for address, breaker in list(self._breakers.items()):
+    def _probe_nodes(self) -> None:
+        for node, breaker in list(self._breakers.items()):
             if not breaker.probe_due():
                 continue
-            pool = next((p for p in self._router.pools() if p.address == address), None)
             try:
-                if pool is None:
-                    raise CacheUnavailableError(f"{address} owns no slots now")
-                reply = pool.request(pack_command("PING"), 1, time.perf_counter() + budget)[0]
-                if isinstance(reply, ReplyError):
-                    raise CacheProtocolError(f"PING answered {reply}")
+                if node not in self._transport.masters():
+                    raise CacheUnavailableError(f"{node} owns no slots now")
+                self._transport.ping(node)
             except CacheError as exc:
                 breaker.probe_failed()
-                log.debug("probe of %s failed: %s", address, exc)
+                log.debug("probe of %s failed: %s", node, exc)
                 continue
             breaker.record_success()
-            log.info("cache node %s:%s answers again", *address)
+            log.info("cache node %s answers again", node)
 
-    def _refresh_alias(self, deadline: float) -> None:
-        prefix = self._options.key_prefix
-        alias = alias_key(prefix)
-        reply = self._router.execute(hash_tag(alias), pack_command("GET", alias), 1, deadline)[0]
+    def _refresh_alias(self) -> None:
+        alias = alias_key(self._options.key_prefix)
+        reply = self._transport.background(alias, [("GET", alias)])[0]
         self._counters.add(alias_refreshes=1)
-        if isinstance(reply, ReplyError):
+        if isinstance(reply, ResponseError):
             raise CacheProtocolError(f"GET {alias} answered {reply}")
         if reply is None or (self._served and self._served.version == reply.decode()):
             return
-        self._switch(reply.decode(), deadline)
+        self._switch(reply.decode())
 
-    def _switch(self, version: str, deadline: float) -> None:
+    def _switch(self, version: str) -> None:
         key = manifest_key(self._options.key_prefix, version)
-        raw = self._router.execute(hash_tag(key), pack_command("HGETALL", key), 1, deadline)[0]
-        if isinstance(raw, ReplyError):
+        raw = self._transport.background(key, [("HGETALL", key)])[0]
+        if isinstance(raw, ResponseError):
             raise CacheProtocolError(f"HGETALL {key} answered {raw}")
-        manifest = Manifest.from_fields(dict(zip(raw[::2], raw[1::2], strict=True)))
+        manifest = Manifest.from_fields(raw)
         expected = self._options.expected_dim
         if not manifest.complete or (expected is not None and manifest.dim != expected):
             raise CacheFormatError(
@@ -322,8 +374,9 @@ class SolarisClient:
                 f"(expected {expected or 'any'})"
             )
         self._served = _Served(version, manifest.model_version, manifest.value_codec,
-                               data_key_head(self._options.key_prefix, version),
-                               self._item_clusters(manifest), self._item_priors(manifest))
+                               user_key_head(self._options.key_prefix, version),
+                               manifest.buckets, self._item_clusters(manifest),
+                               self._item_priors(manifest))
         self._counters.add(version_switches=1)
         log.info("serving cache version %s (model %s, dim %d)", version, manifest.model_version,
                  manifest.dim)
@@ -345,8 +398,7 @@ class SolarisClient:
         without that level (counted, logged); an I/O error raises, so the switch is retried at
         the next refresh."""
         try:
-            return load(self._router, self._options.key_prefix, manifest,
-                        self._options.background_timeout_ms / 1000.0)
+            return load(self._transport, self._options.key_prefix, manifest)
         except CacheFormatError as exc:
             self._counters.add(cluster_table_errors=1)
             log.warning("version %s served without its %s level: %s", manifest.version, level,
@@ -355,15 +407,14 @@ class SolarisClient:
 
     def _write_misses(self, entries: list) -> None:
         key = misses_key(self._options.key_prefix)
-        payload = xadd_payload(key, entries, self._options.miss_stream_maxlen)
-        deadline = time.perf_counter() + self._options.background_timeout_ms / 1000.0
         try:
-            replies = self._router.execute(hash_tag(key), payload, len(entries), deadline)
+            replies = self._transport.background(
+                key, xadd_commands(key, entries, self._options.miss_stream_maxlen))
         except CacheError as exc:
             self._counters.add(misses_dropped=len(entries))
             log.debug("writing %d miss samples failed: %s", len(entries), exc)
             return
-        failed = sum(isinstance(r, ReplyError) for r in replies)
+        failed = sum(isinstance(r, ResponseError) for r in replies)
         self._counters.add(misses_written=len(entries) - failed, misses_dropped=failed)
 
 

@@ -1,11 +1,12 @@
 """The hierarchical fallback level on the client side: the served version's item -> cluster
 table (loaded by the background thread) and the merge of cluster values into a lookup.
 
-A version whose manifest has ``fallback`` = ``cluster`` holds, besides the exact
-``<item_id>`` fields, a ``c<cluster_id>`` field per (user, item cluster) in each user hash, and
-its item -> cluster table in ``P:h:<version>:items:<k>`` (``docs/cache-format.md``). A lookup
-then asks one HMGET for the items and the distinct clusters of those items; a row without an
-exact value takes its cluster's value (level ``CLUSTER``) when there is one.
+A version whose manifest has ``fallback`` = ``cluster`` holds, besides the users' exact
+bucket hashes, a cluster hash per user (``P:e:<version>:{<user>}:c``, one field per item
+cluster) and its item -> cluster table in ``P:h:<version>:items:<k>``
+(``docs/cache-format.md``). A lookup's pipeline then also asks the user's cluster hash for the
+distinct clusters of the items; a row without an exact value takes its cluster's value (level
+``CLUSTER``) when there is one.
 
 A version whose manifest also has ``item_priors`` > 0 holds the ITEM level: the FM's embedding
 of (empty history, item) per live item in ``P:h:<version>:prior:<k>``, loaded with the table and
@@ -16,10 +17,10 @@ held in memory; a row that is still a miss after the cluster merge takes its ite
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import numpy as np
+from redis.exceptions import ResponseError
 
 from solaris_lib.cache.errors import CacheProtocolError
 from solaris_lib.cache.format import (
@@ -31,8 +32,7 @@ from solaris_lib.cache.format import (
     unpack_item_clusters,
     unpack_item_priors,
 )
-from solaris_lib.cache.nodes import hash_tag
-from solaris_lib.cache.resp import ReplyError, pack_command
+from solaris_lib.client._transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +52,10 @@ class ItemClusters:
         found = self.item_ids[pos] == items
         return np.where(found, self.cluster_ids[pos], -1).astype(np.int64)
 
-    def fields(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """``(cluster of each item (n,), distinct clusters (k,) sorted, their k fields)``."""
+    def fields(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(cluster of each item (n,), distinct clusters (k,) sorted)``."""
         clusters = self.of(items)
-        distinct = np.unique(clusters[clusters >= 0])
-        return clusters, distinct, [f"c{c}" for c in distinct.tolist()]
+        return clusters, np.unique(clusters[clusters >= 0])
 
 
 @dataclass(frozen=True)
@@ -81,26 +80,24 @@ class ItemPriors:
         return len(rows)
 
 
-def get_chunks(router, keys: list[str], budget_s: float) -> list[bytes | None]:
-    """GET each key (``budget_s`` each, in order); an error reply raises
+def get_chunks(transport: Transport, keys: list[str]) -> list[bytes | None]:
+    """GET each key (in order, each within the background timeout); an error reply raises
     :class:`CacheProtocolError`, an I/O failure :class:`CacheError`."""
     chunks = []
     for key in keys:
-        reply = router.execute(hash_tag(key), pack_command("GET", key), 1,
-                               time.perf_counter() + budget_s)[0]
-        if isinstance(reply, ReplyError):
+        reply = transport.background(key, [("GET", key)])[0]
+        if isinstance(reply, ResponseError):
             raise CacheProtocolError(f"GET {key} answered {reply}")
         chunks.append(reply)
     return chunks
 
 
-def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
-                       ) -> ItemClusters:
-    """GET every chunk of ``manifest``'s table (``budget_s`` each). An I/O failure raises
-    :class:`CacheError`; a missing or malformed table :class:`CacheFormatError`."""
+def load_item_clusters(transport: Transport, prefix: str, manifest: Manifest) -> ItemClusters:
+    """GET every chunk of ``manifest``'s table. An I/O failure raises :class:`CacheError`; a
+    missing or malformed table :class:`CacheFormatError`."""
     keys = [item_clusters_key(prefix, manifest.version, k)
             for k in range(manifest.item_cluster_chunks)]
-    item_ids, cluster_ids = unpack_item_clusters(get_chunks(router, keys, budget_s),
+    item_ids, cluster_ids = unpack_item_clusters(get_chunks(transport, keys),
                                                  manifest.item_clusters)
     log.info("version %s: item -> cluster table of %d items in %d clusters loaded",
              manifest.version, len(item_ids), manifest.clusters)
@@ -108,13 +105,13 @@ def load_item_clusters(router, prefix: str, manifest: Manifest, budget_s: float
     return ItemClusters(item_ids, cluster_ids)
 
 
-def load_item_priors(router, prefix: str, manifest: Manifest, budget_s: float) -> ItemPriors:
-    """GET every chunk of ``manifest``'s item-prior table (``budget_s`` each) and decode it
-    (fp16 values of ``manifest.dim``). An I/O failure raises :class:`CacheError`; a missing or
-    malformed table :class:`CacheFormatError`."""
+def load_item_priors(transport: Transport, prefix: str, manifest: Manifest) -> ItemPriors:
+    """GET every chunk of ``manifest``'s item-prior table and decode it (fp16 values of
+    ``manifest.dim``). An I/O failure raises :class:`CacheError`; a missing or malformed
+    table :class:`CacheFormatError`."""
     keys = [item_priors_key(prefix, manifest.version, k)
             for k in range(manifest.item_prior_chunks)]
-    item_ids, values = unpack_item_priors(get_chunks(router, keys, budget_s),
+    item_ids, values = unpack_item_priors(get_chunks(transport, keys),
                                           manifest.item_priors, 2 * manifest.dim)
     embeddings = np.ascontiguousarray(values).view("<f2").astype(np.float32)
     log.info("version %s: %d item priors loaded", manifest.version, len(item_ids))

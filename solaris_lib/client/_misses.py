@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solaris_lib.cache.resp import pack_command
 from solaris_lib.client._stats import Counters
 
 
@@ -78,13 +77,8 @@ class MissSampler:
         return self._queue.qsize()
 
 
-def xadd_payload(stream_key: str, entries: list[MissEntry], maxlen: int) -> bytes:
-    """Pipelined XADDs, one per entry, each trimming the stream to about ``maxlen`` entries."""
-    commands = []
-    for entry in entries:
-        items = ",".join(map(str, entry.item_ids.tolist()))
-        commands.append(pack_command(
-            "XADD", stream_key, "MAXLEN", "~", maxlen, "*",
-            "user", entry.user_id, "items", items, "ts", entry.ts_ms,
-        ))
-    return b"".join(commands)
+def xadd_commands(stream_key: str, entries: list[MissEntry], maxlen: int) -> list[tuple]:
+    """One XADD per entry, each trimming the stream to about ``maxlen`` entries."""
+    return [("XADD", stream_key, "MAXLEN", "~", maxlen, "*", "user", entry.user_id,
+             "items", ",".join(map(str, entry.item_ids.tolist())), "ts", entry.ts_ms)
+            for entry in entries]

@@ -3,13 +3,18 @@
 Entries (docs/pipeline.md): fields ``user`` (decimal id), ``items`` (comma-separated decimal ids)
 and ``ts`` (epoch ms). The run for ``[s, e)`` reads entries whose ``ts`` lies in ``[s, e)`` (ids
 up to an hour past ``e``, for late writes), so a rerun reads the same entries while they are
-retained. When Redis does not answer the source is skipped with a log line.
+retained. When Redis does not answer the source is skipped with a log line. The URL is any
+form of ``solaris_lib.cache.endpoint`` (``redis+cluster://h1:7000,h2:7001`` included); a
+malformed one is a :class:`CacheConfigError`.
 """
 
 from __future__ import annotations
 
 import logging
 
+from solaris_lib.cache.connection import connect, translated
+from solaris_lib.cache.endpoint import Endpoint
+from solaris_lib.cache.errors import CacheError
 from solaris_lib.cache.format import misses_key
 from solaris_lib.intervals import Interval
 
@@ -31,36 +36,26 @@ def parse_entry(fields: dict) -> list[tuple[int, int, int]]:
     return [(user, item, ts) for item in items if user >= 0 and item >= 0]
 
 
-def _client(redis_url: str):
-    import redis
-
-    if "+cluster://" in redis_url:
-        from redis.cluster import RedisCluster
-
-        return RedisCluster.from_url(redis_url.replace("+cluster://", "://"), socket_timeout=5)
-    return redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=2)
-
-
 def read_misses(redis_url: str, prefix: str, interval: Interval) -> list[tuple[int, int]] | None:
     """Sorted distinct (user_id, item_id) misses of ``interval``; None when Redis is unreachable."""
-    import redis
-
+    endpoint = Endpoint.from_url(redis_url)
     start_ms = int(interval.start.timestamp() * 1000)
     end_ms = int(interval.end.timestamp() * 1000)
+    key = misses_key(prefix)
     try:
-        client = _client(redis_url)
+        client = connect(endpoint, timeout_s=5.0)
         rows, cursor = set(), f"{start_ms}-0"
-        while True:
-            batch = client.xrange(misses_key(prefix), min=cursor, max=f"{end_ms + _LATE_MS}",
-                                  count=_BATCH)
-            for _entry_id, fields in batch:
-                rows.update((u, i) for u, i, ts in parse_entry(fields) if start_ms <= ts < end_ms)
-            if len(batch) < _BATCH:
-                break
-            last = batch[-1][0].decode() if isinstance(batch[-1][0], bytes) else batch[-1][0]
-            cursor = f"({last}"
-        client.close()
-    except (redis.RedisError, OSError) as exc:
+        with translated(f"reading {key} from {endpoint.redacted()}"):
+            while True:
+                batch = client.xrange(key, min=cursor, max=f"{end_ms + _LATE_MS}", count=_BATCH)
+                for _entry_id, fields in batch:
+                    rows.update((u, i) for u, i, ts in parse_entry(fields)
+                                if start_ms <= ts < end_ms)
+                if len(batch) < _BATCH:
+                    break
+                cursor = f"({batch[-1][0].decode()}"
+            client.close()
+    except CacheError as exc:
         log.info("misses stream not read (%s): the miss source is skipped", exc)
         return None
     log.info("read %d distinct missed pairs of %s from %s", len(rows), interval, misses_key(prefix))

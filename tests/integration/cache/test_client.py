@@ -12,24 +12,16 @@ import redis
 
 from solaris_lib.client import CacheFormatError, Level, SolarisClient
 from tests.budgets import TEST_TIMEOUT_MS
+from tests.cachespec import bucket
+from tests.cachespec import put_version as spec_put_version
 
 pytestmark = pytest.mark.integration
 V1, V2 = "20260105T100000Z-aaaaaaaaaa", "20260105T110000Z-bbbbbbbbbb"
 
 
-def put_version(r, prefix, version, data, dim, model_version="m1", state="complete",
-                alias=True):
-    """Write a version by hand: manifest fields, one hash per user, fp16 little-endian values."""
-    r.hset(f"{prefix}:m:{version}", mapping={
-        "version": version, "model_version": model_version, "codec": "fp16", "dim": str(dim),
-        "interval_start": "2026-01-05T10:00:00+00:00",
-        "interval_end": "2026-01-05T11:00:00+00:00", "pairs": "0", "users": str(len(data)),
-        "digest": "0" * 32, "ttl_s": "600", "state": state, "format": "1"})
-    for user, items in data.items():
-        r.hset(f"{prefix}:e:{version}:{{{user}}}",
-               mapping={str(i): np.asarray(v, "<f2").tobytes() for i, v in items.items()})
-    if alias:
-        r.set(f"{prefix}:alias", version)
+def put_version(r, prefix, version, data, dim, **kwargs):
+    """Write a version by hand with redis-py (tests/cachespec.py: the spec's keys, fp16)."""
+    spec_put_version(r.execute_command, prefix, version, data, dim, **kwargs)
 
 
 def wait_for(condition, timeout_s=10.0):
@@ -103,7 +95,7 @@ def test_unusable_versions_are_refused_and_the_old_one_kept(redis_url, key_prefi
 
 def test_corrupt_values_are_counted_misses(redis_url, key_prefix, r):
     put_version(r, key_prefix, V1, {7: {1: [1, 1]}}, dim=2)
-    r.hset(f"{key_prefix}:e:{V1}:{{7}}", "2", b"\x00\x01\x02")
+    r.hset(f"{key_prefix}:e:{V1}:{{7}}:{bucket(2, 4)}", "2", b"\x00\x01\x02")
     with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.lookup(7, [1, 2]).hit.tolist() == [True, False]
         assert client.stats().corrupt_values == 1

@@ -16,6 +16,7 @@ from solaris_lib.client import SolarisClient
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder
 from tests.budgets import TEST_TIMEOUT_MS
+from tests.cachespec import bucket
 from tests.integration.cache.conftest import INTERVAL, write_embeddings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -124,10 +125,15 @@ def test_publish_with_cluster_tables_serves_three_levels(spark, settings_for, re
     ids, clusters = unpack_item_clusters([r.get(key)], 28)
     assert ids.tolist() == ITEMS[:28] and clusters.tolist() == [i % 5 for i in ITEMS[:28]]
     assert 0 < r.ttl(key) <= 600
-    user_hash = r.hgetall(f"{key_prefix}:e:{report.version}:{{1}}")
-    assert sorted(user_hash) == sorted([b"c0", b"c1", b"c2", b"c3"]
-                                       + [str(i).encode() for i in EXACT[1]])
-    assert user_hash[b"c2"] == vector(1, -1, 2).astype("<f2").tobytes()
+    exact = {}
+    for key in r.scan_iter(f"{key_prefix}:e:{report.version}:{{1}}:[0-9]*"):
+        fields = r.hgetall(key)
+        assert all(bucket(int(f), 4) == int(key.rsplit(b":", 1)[1]) for f in fields)
+        exact.update(fields)
+    assert sorted(exact) == sorted(str(i).encode() for i in EXACT[1])
+    cluster_hash = r.hgetall(f"{key_prefix}:e:{report.version}:{{1}}:c")
+    assert sorted(cluster_hash) == [b"0", b"1", b"2", b"3"]
+    assert cluster_hash[b"2"] == vector(1, -1, 2).astype("<f2").tobytes()
     levels = check_lookups(redis_url, key_prefix, report.version)
     assert all(levels.values()), levels
 
@@ -141,7 +147,8 @@ def test_without_both_tables_the_publish_is_as_before(spark, settings_for, redis
     manifest = r.hgetall(f"{key_prefix}:m:{plain.version}")
     assert b"fallback" not in manifest and plain.cluster_pairs == 0
     assert not list(r.scan_iter(f"{key_prefix}:h:*"))
-    assert r.hlen(f"{key_prefix}:e:{plain.version}:{{1}}") == 4
+    assert sum(r.hlen(k) for k in r.scan_iter(f"{key_prefix}:e:{plain.version}:{{1}}:*")) == 4
+    assert not r.exists(f"{key_prefix}:e:{plain.version}:{{1}}:c")
     with SolarisClient.from_url(redis_url, key_prefix=key_prefix,
                                 timeout_ms=TEST_TIMEOUT_MS) as client:
         result = client.lookup(1, [EXACT[1][0], 100])
@@ -152,7 +159,13 @@ def test_without_both_tables_the_publish_is_as_before(spark, settings_for, redis
     assert r.hget(f"{key_prefix}:m:{full.version}", "fallback") == b"cluster"
 
 
-def test_one_round_trip_per_lookup_with_clusters(spark, settings_for, private_redis):
+def hmgets(user: int, items: list[int]) -> int:
+    """The HMGETs of one lookup: one per bucket the exact items fall in, one of the user's
+    cluster hash."""
+    return len({bucket(i, 4) for i in items}) + 1
+
+
+def test_lookups_send_only_hmgets_with_clusters(spark, settings_for, private_redis):
     server = private_redis()
     settings = settings_for(server.url)
     write_world(settings)
@@ -168,7 +181,7 @@ def test_one_round_trip_per_lookup_with_clusters(spark, settings_for, private_re
         commands = {k: v["calls"] for k, v in r.info("commandstats").items()}
     commands.pop("cmdstat_info", None)
     commands.pop("cmdstat_config|resetstat", None)
-    assert commands == {"cmdstat_hmget": len(USERS)}
+    assert commands == {"cmdstat_hmget": sum(hmgets(u, ITEMS) for u in USERS)}
 
 
 def test_memory_estimate_includes_the_level(spark, settings_for, private_redis):
@@ -209,7 +222,7 @@ def test_malformed_cluster_values_and_tables(spark, settings_for, redis_url, key
     write_world(settings)
     report = publish(spark, settings, INTERVAL, PublishConfig())
     r = redis.Redis.from_url(redis_url)
-    r.hset(f"{key_prefix}:e:{report.version}:{{0}}", "c1", b"\x01\x02\x03")
+    r.hset(f"{key_prefix}:e:{report.version}:{{0}}:c", "1", b"\x01\x02\x03")
     with SolarisClient.from_url(redis_url, key_prefix=key_prefix, timeout_ms=TEST_TIMEOUT_MS,
                                 miss_sample_rate=0) as client:
         result = client.lookup(0, [106, 107])  # 106 -> c1 (corrupt), 107 -> c2
@@ -296,7 +309,8 @@ def test_item_priors_serve_the_item_level_without_a_round_trip(spark, settings_f
         after = client.stats()
     commands.pop("cmdstat_info", None)
     commands.pop("cmdstat_config|resetstat", None)
-    assert commands == {"cmdstat_hmget": len(USERS) + 1}  # the ITEM level costs no network
+    items = [*ITEMS, 10**12]  # the ITEM level costs no network: only the lookups' HMGETs
+    assert commands == {"cmdstat_hmget": sum(hmgets(u, items) for u in USERS + [99])}
     assert all(counts.values()), counts
     assert (stats.item_hits, stats.cluster_hits, stats.hits) == (
         counts[Level.ITEM], counts[Level.CLUSTER], counts[Level.EXACT])

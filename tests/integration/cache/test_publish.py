@@ -14,8 +14,8 @@ import redis
 from solaris_lib.cache import publish as publish_module
 from solaris_lib.cache.errors import InsufficientMemoryError, PublishError, PublishInputError
 from solaris_lib.cache.publish import PublishConfig, publish
-from solaris_lib.cache.validate import REASONS
-from solaris_lib.cache.writer import WriteTarget, write_partition
+from solaris_lib.cache.rows import EXACT, NON_FINITE
+from solaris_lib.cache.writer import WriteTarget, write_rows
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
 from solaris_lib.layout import CACHE as CACHE_STAGE
@@ -64,7 +64,8 @@ def test_publish_then_lookup_returns_the_input(spark, settings_for, redis_url, k
     for pair, want in expected_vectors(table).items():
         assert np.array_equal(found[pair], want)
     r = redis.Redis.from_url(redis_url)
-    assert 0 < r.ttl(f"{key_prefix}:e:{report.version}:{{0}}") <= 600
+    keys = list(r.scan_iter(f"{key_prefix}:e:{report.version}:{{0}}:*"))
+    assert 1 <= len(keys) <= 4 and all(0 < r.ttl(k) <= 600 for k in keys)
     manifest = r.hgetall(f"{key_prefix}:m:{report.version}")
     assert manifest[b"state"] == b"complete" and manifest[b"pairs"] == b"360"
     assert not list_files(DataLayout.from_settings(settings).stage_root(CACHE_STAGE))
@@ -82,7 +83,7 @@ def test_rerun_republishes_the_same_version_and_bytes(spark, settings_for, redis
     r.delete(f"{key_prefix}:alias")  # as if the first run had died before its switch
     rerun = publish(spark, settings, INTERVAL, PublishConfig())
     assert (rerun.status, rerun.version) == ("published", first.version)
-    assert version_dump(r, key_prefix, first.version) == before and len(before) == 10
+    assert version_dump(r, key_prefix, first.version) == before and len(before) == first.keys
 
 
 def _bad_rows(dim):
@@ -116,7 +117,8 @@ def test_bad_rows_are_quarantined_and_duplicates_resolved(spark, settings_for, r
     write_embeddings(settings, pa.concat_tables([clean, extra]))
     report = publish(spark, settings, INTERVAL, PublishConfig())
     assert report.quarantined == {r[4]: 1 for r in bad}
-    assert set(report.quarantined) == set(REASONS) - {"null_item_id", "negative_user_id"}
+    assert set(report.quarantined) == (set(EXACT.problems[1:]) | {NON_FINITE}) - {
+        "null_item_id", "negative_user_id"}
     assert (report.pairs, report.duplicates) == (clean.num_rows + 1, 1)
     folder = DataLayout.from_settings(settings).output(CACHE_STAGE, INTERVAL, "quarantine")
     quarantined = pa.concat_tables([pq.read_table(f) for f in list_files(folder)])
@@ -140,18 +142,21 @@ def test_backfills_leave_a_later_served_version(spark, settings_for, redis_url, 
     assert forced.status == "published" and forced.served_version == older.version
 
 
-def test_fp32_codec_stores_four_bytes_per_value(spark, settings_for, redis_url, key_prefix):
+def test_any_bucket_count_serves_the_same_values(spark, settings_for, redis_url, key_prefix):
     settings = settings_for(redis_url)
-    table = embeddings_table(users=4, per_user=3, dim=6)
+    table = embeddings_table(users=6, per_user=40, dim=4)
     write_embeddings(settings, table)
-    report = publish(spark, settings, INTERVAL, PublishConfig(codec="fp32"))
     r = redis.Redis.from_url(redis_url)
-    user, item = table["user_id"][0].as_py(), table["item_id"][0].as_py()
-    stored = r.hget(f"{key_prefix}:e:{report.version}:{{{user}}}", str(item))
-    want = expected_vectors(table)[(user, item)]
-    assert stored == want.astype("<f4").tobytes()
-    found = lookup_all(redis_url, key_prefix, table)
-    assert all(np.array_equal(found[p], v) for p, v in expected_vectors(table).items())
+    versions = set()
+    for buckets in (1, 8):
+        report = publish(spark, settings, INTERVAL, PublishConfig(buckets=buckets, force=True))
+        versions.add(report.version)
+        keys = list(r.scan_iter(f"{key_prefix}:e:{report.version}:*"))
+        assert report.keys == len(keys) and {k.rsplit(b":", 1)[1] for k in keys} == {
+            str(b).encode() for b in range(buckets)}
+        found = lookup_all(redis_url, key_prefix, table)
+        assert all(np.array_equal(found[p], v) for p, v in expected_vectors(table).items())
+    assert len(versions) == 2  # the bucket count is part of the version id
 
 
 def test_input_problems_are_clear_errors(spark, settings_for, redis_url, tmp_path):
@@ -181,9 +186,9 @@ def test_memory_estimate_matches_info_memory(spark, settings_for, private_redis,
     before = r.info("memory")["used_memory"]
     report = publish(spark, settings, INTERVAL, PublishConfig())
     used = r.info("memory")["used_memory"] - before
-    assert r.object("encoding", f"{settings.redis_key_prefix}:e:{report.version}:{{0}}") == \
+    assert r.object("encoding", f"{settings.redis_key_prefix}:e:{report.version}:{{0}}:0") == \
         encoding.encode()
-    assert report.listpack_users == (300 if encoding == "listpack" else 0)
+    assert report.listpack_keys == (report.keys if encoding == "listpack" else 0)
     assert 0.9 < report.estimate_bytes / used < 1.1, (report.estimate_bytes, used)
 
 
@@ -199,7 +204,7 @@ def test_refuses_a_version_that_does_not_fit(spark, settings_for, private_redis)
     assert first.version in str(caught.value)
     r = redis.Redis.from_url(server.url)
     assert r.get(f"{settings.redis_key_prefix}:alias").decode() == first.version
-    assert r.dbsize() == 20 + 2  # the first version's users, its manifest, the alias
+    assert r.dbsize() == first.keys + 2  # the first version's user hashes, manifest, alias
 
 
 def test_cli_publish_and_info(spark, settings_for, redis_url, key_prefix, monkeypatch, capsys):
@@ -239,10 +244,10 @@ def _republish(spark, settings, r, prefix, version, files, caplog) -> tuple[dict
         for index, part in enumerate(files):
             pq.write_table(part, f"{staging}/part-{index:05d}.parquet")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="solaris_lib.cache.publish"):
+    with caplog.at_level(logging.INFO, logger="solaris_lib.cache.inputs"):
         report = publish(spark, settings, INTERVAL, PublishConfig(partitions=3))
     assert (report.status, report.version) == ("published", version)
-    paths = [m for m in caplog.messages if m.startswith("write: ")]
+    paths = [m for m in caplog.messages if "shuffled" in m]
     return version_dump(r, prefix, version), paths[0]
 
 
@@ -254,22 +259,21 @@ def test_rows_in_any_order_publish_the_same_version_and_bytes(spark, settings_fo
     write_embeddings(settings, table)
     first = publish(spark, settings, INTERVAL, PublishConfig())
     before = version_dump(r, key_prefix, first.version)
-    assert len(before) == 12 and sum(len(v) for v in before.values()) == table.num_rows
+    assert len(before) == first.keys and sum(len(v) for v in before.values()) == table.num_rows
     split = _grouped_files(table, seed=5)
     dump, path = _republish(spark, settings, r, key_prefix, first.version, split, caplog)
-    assert dump == before and path == "write: input order kept, 1 scattered users shuffled"
+    assert dump == before and path == "exact: 1 scattered users' rows shuffled by user"
     rng = np.random.default_rng(6)
     scrambled = table.take(rng.permutation(table.num_rows))
     files = [scrambled.slice(0, 30), scrambled.slice(30)]
     monkeypatch.setattr(publish_module, "SCATTERED_LIMIT", 5)  # 12 scattered users: too many
     dump, path = _republish(spark, settings, r, key_prefix, first.version, files, caplog)
-    assert dump == before and path == "write: every row shuffled by user"
+    assert dump == before and path == "exact: every rows shuffled by user"
 
 
 def test_writer_refuses_a_user_in_two_runs(redis_url, key_prefix):
-    target = WriteTarget(redis_url, key_prefix, "20260105T100000Z-0000000000", "fp16", 2, 60)
-    batch = pa.RecordBatch.from_pydict({
-        "user_id": pa.array([1, 1, 2, 1], pa.int64()), "item_id": pa.array([1, 2, 3, 4]),
-        "embedding": pa.array([b"\x00\x3c\x00\x3c"] * 4, pa.binary())})
+    target = WriteTarget(redis_url, key_prefix, "20260105T100000Z-0000000000", 2, 60, 4)
+    values = np.frombuffer(b"\x00\x3c\x00\x3c" * 4, np.uint8).reshape(4, 4)
+    rows = (np.array([1, 1, 2, 1]), np.array([1, 2, 3, 4]), values)
     with pytest.raises(PublishError, match="more than one run"):
-        list(write_partition(iter([batch]), target))
+        write_rows([rows], target)

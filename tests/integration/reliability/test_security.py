@@ -25,6 +25,7 @@ from solaris_lib.cache.errors import PublishError, PublishPermissionError
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.redis_server import free_port
+from tests.cachespec import bucket
 from tests.integration.cache.conftest import (
     INTERVAL,
     embeddings_table,
@@ -87,7 +88,7 @@ def test_reader_user_only_reads(acl_server):
     server, urls = acl_server
     put_version(redis.Redis.from_url(urls["admin"]), P, VERSION, {7: {1: [1, 2]}}, dim=2)
     r = redis.Redis.from_url(urls["reader"])
-    key = f"{P}:e:{VERSION}:{{7}}"
+    key = f"{P}:e:{VERSION}:{{7}}:{bucket(1, 4)}"
     assert r.get(f"{P}:alias").decode() == VERSION
     assert r.hmget(key, ["1"])[0] == np.asarray([1, 2], "<f2").tobytes()
     r.xadd(f"{P}:misses", {"user": "7", "items": "9", "ts": "0"})
@@ -174,10 +175,11 @@ def test_malformed_entries_read_as_misses_of_the_right_shape(private_redis):
     server = private_redis()
     admin = redis.Redis.from_url(server.url)
     put_version(admin, P, VERSION, {7: {1: [1, 2, 3, 4], 2: [5, 6, 7, 8]}}, dim=4)
-    key = f"{P}:e:{VERSION}:{{7}}"
-    admin.hset(key, mapping={"3": b"\x00" * 7, "4": b"garbage!" * 3, "5": b"", "6": b"\xff" * 8})
-    admin.set(f"{P}:e:{VERSION}:{{8}}", b"a string where a hash belongs")
-    admin.rpush(f"{P}:e:{VERSION}:{{9}}", b"\x00" * 8)
+    for item, value in {3: b"\x00" * 7, 4: b"garbage!" * 3, 5: b"", 6: b"\xff" * 8}.items():
+        admin.hset(f"{P}:e:{VERSION}:{{7}}:{bucket(item, 4)}", str(item), value)
+    for part in range(4):
+        admin.set(f"{P}:e:{VERSION}:{{8}}:{part}", b"a string where a hash belongs")
+        admin.rpush(f"{P}:e:{VERSION}:{{9}}:{part}", b"\x00" * 8)
     with SolarisClient.from_url(server.url, key_prefix=P, timeout_ms=1000) as client:
         result = client.lookup(7, [1, 3, 4, 5, 2, 6])
         assert result.embeddings.shape == (6, 4) and result.embeddings.dtype == np.float32

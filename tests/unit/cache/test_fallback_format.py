@@ -1,10 +1,11 @@
 """Exact bytes of the hierarchical fallback level (docs/cache-format.md): the item -> cluster
-chunks, the ``c<cluster>`` fields the writer sends, the manifest fields, the client's merge."""
+chunks, the cluster hash the writer sends, the manifest fields, the client's merge."""
 
+import hiredis
 import numpy as np
 import pytest
 
-from solaris_lib.cache import memory, pairs
+from solaris_lib.cache import pairs
 from solaris_lib.cache.errors import CacheFormatError
 from solaris_lib.cache.format import (
     Codec,
@@ -18,10 +19,9 @@ from solaris_lib.cache.format import (
     unpack_item_priors,
     version_id,
 )
-from solaris_lib.cache.resp import pack_command
 from solaris_lib.client._clusters import ItemClusters, ItemPriors, merge_clusters
 
-VERSION = "20260105T100000Z-961e7c475b"
+VERSION = "20260105T100000Z-f7cd540c01"
 
 
 def test_item_cluster_key_is_pinned():
@@ -68,30 +68,16 @@ def test_packing_refuses_unsorted_or_negative_ids():
         pack_item_clusters(np.array([1, 2]), np.array([0, -1]))
 
 
-def test_cluster_rows_become_c_fields_in_the_hset():
+def test_cluster_rows_are_decimal_fields_of_the_users_cluster_hash():
     values = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.uint8)
-    items = np.array([pairs.cluster_rows_item(12), pairs.cluster_rows_item(0), 7])
-    assert items.tolist() == [-13, -1, 7]
-    (pieces,) = pairs.hset_pieces([b"p:e:v:{3}"], np.array([0]), items, values)
-    # the writer's fields in row order: cluster rows (negative ids) sort before the items
-    assert b"".join(pieces) == pack_command("HSET", "p:e:v:{3}", "c12", b"\x01\x02",
-                                            "c0", b"\x03\x04", "7", b"\x05\x06")
-    assert pairs.field_names(items) == ["c12", "c0", "7"]
-
-
-def test_cluster_rows_are_sampled_with_their_own_modulus():
-    items = np.r_[np.arange(1000), pairs.cluster_rows_item(np.arange(1000))]
-    chosen = pairs.sampled(3, items, 1000, cluster_modulus=1)
-    assert chosen[1000:].all() and chosen[:1000].sum() < 20
-
-
-def test_cluster_field_memory_sizes():
-    assert memory.listpack_cluster_bytes(np.array([5, 123])).tolist() == [4, 6]  # "c5", "c123"
-    assert memory.hashtable_cluster_bytes(np.array([5, 10**9])).tolist() == [32 + 8, 32 + 16]
+    key = f"p:e:{VERSION}:{{3}}:c".encode()
+    (pieces,) = pairs.hset_pieces([key], np.array([0]), np.array([0, 7, 12]), values)
+    assert b"".join(pieces) == hiredis.pack_command(
+        ("HSET", key, "0", b"\x01\x02", "7", b"\x03\x04", "12", b"\x05\x06"))
 
 
 def _manifest(**changes):
-    fields = dict(version=VERSION, model_version="m1", codec="fp16", dim=64,
+    fields = dict(version=VERSION, model_version="m1", codec="fp16", dim=64, buckets=4,
                   interval_start="2026-01-05T10:00:00+00:00",
                   interval_end="2026-01-05T11:00:00+00:00", pairs=10, users=2,
                   digest="ab" * 16, ttl_s=10800, state="complete")
@@ -106,7 +92,7 @@ def test_manifest_fallback_fields_are_pinned():
     assert {k: fields[k] for k in ("fallback", "clusters", "cluster_pairs", "item_clusters",
                                    "item_cluster_chunks", "format")} == {
         "fallback": "cluster", "clusters": "3", "cluster_pairs": "6", "item_clusters": "40",
-        "item_cluster_chunks": "1", "format": "1"}
+        "item_cluster_chunks": "1", "format": "2"}
     parsed = Manifest.from_fields({k.encode(): v.encode() for k, v in fields.items()})
     assert parsed == manifest and parsed.has_clusters
 
@@ -121,17 +107,16 @@ def test_a_manifest_without_the_level_has_no_fallback_fields():
 
 
 def test_version_id_hashes_the_fallback_only_when_there_is_one():
-    plain = version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16)
-    assert version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16, "") == plain
-    assert version_id("20260105T100000Z", "m1", "fp16", 64, "ab" * 16, "cd" * 20) != plain
+    plain = version_id("20260105T100000Z", "m1", 64, 4, "ab" * 16)
+    assert version_id("20260105T100000Z", "m1", 64, 4, "ab" * 16, "") == plain
+    assert version_id("20260105T100000Z", "m1", 64, 4, "ab" * 16, "cd" * 20) != plain
 
 
 def test_item_clusters_lookup():
     table = ItemClusters(np.array([2, 5, 9], np.int64), np.array([1, 0, 1], np.int32))
     assert table.of(np.array([9, 1, 5, 10, 2])).tolist() == [1, -1, 0, -1, 1]
-    clusters, distinct, fields = table.fields(np.array([9, 1, 2, 5]))
+    clusters, distinct = table.fields(np.array([9, 1, 2, 5]))
     assert clusters.tolist() == [1, -1, 1, 0] and distinct.tolist() == [0, 1]
-    assert fields == ["c0", "c1"]
     empty = ItemClusters(np.zeros(0, np.int64), np.zeros(0, np.int32))
     assert empty.of(np.array([1])).tolist() == [-1]
 

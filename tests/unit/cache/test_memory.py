@@ -41,16 +41,18 @@ def test_decimal_digits_and_hashtable_fields():
     assert memory.hashtable_field_bytes(items).tolist() == [40, 40, 40, 40, 48, 48, 64, 64]
 
 
-def test_user_bytes_by_hand():
+def test_hash_bytes_by_hand():
     limits = memory.HashLimits(max_entries=512, max_value=160)
     key_cost = 64 + 16 + 2 * (32 + 12)  # key name of 45 bytes (type 8 sds: 49 -> 64) ...
-    # two pairs, items 1 and 2: listpack 7 + 2 * (2 + 132) = 275 -> 320
-    listpack = memory.user_bytes(np.array([2]), np.array([4]), np.array([80]), 128, 45, limits)
+    # two fields, ids 1 and 2: listpack 7 + 2 * (2 + 132) = 275 -> 320
+    listpack = memory.hash_bytes(np.array([2]), np.array([4]), np.array([80]), 128, 45, limits)
     assert listpack.tolist() == [320 + 16 + key_cost]
     # hashtable (values above max_value): dict 64 + 4 buckets * 8 + fields 80 + 2 * 160
     tight = memory.HashLimits(max_entries=512, max_value=64)
-    table = memory.user_bytes(np.array([2]), np.array([4]), np.array([80]), 128, 45, tight)
+    table = memory.hash_bytes(np.array([2]), np.array([4]), np.array([80]), 128, 45, tight)
     assert table.tolist() == [64 + 32 + 80 + 320 + 16 + key_cost]
+    assert memory.is_listpack(np.array([2, 513]), 128, limits).tolist() == [True, False]
+    assert not memory.is_listpack(np.array([2]), 128, tight).any()
 
 
 def test_encoding_follows_both_limits():

@@ -1,10 +1,15 @@
-"""numpy helpers of the writer, each against a plain reference."""
+"""numpy helpers of the writer, each against a plain reference (the HSETs against hiredis's
+packer, which redis-py uses)."""
 
+import hiredis
 import numpy as np
 import pyarrow as pa
 
 from solaris_lib.cache import pairs
-from solaris_lib.cache.resp import pack_command
+
+
+def pack_command(*args):
+    return hiredis.pack_command(args)
 
 
 def test_fixed_width_values_views_sliced_arrays():
@@ -62,44 +67,45 @@ def test_binary_column_is_the_inverse_of_fixed_width_values():
     assert pairs.binary_column(halves)[0].as_py() == halves[0].tobytes()
 
 
-def test_sort_runs_orders_by_user_then_item_and_keeps_copies_in_order():
-    users = np.array([5, 5, 5, 2, 2], dtype=np.int64)
-    items = np.array([9, 1, 9, 4, 3], dtype=np.int64)
-    values = np.arange(10, dtype=np.uint8).reshape(5, 2)
-    got_users, got_items, got_values = pairs.sort_runs(users, items, values)
-    assert got_users.tolist() == [2, 2, 5, 5, 5] and got_items.tolist() == [3, 4, 1, 9, 9]
-    assert got_values[:, 0].tolist() == [8, 6, 2, 0, 4]  # the two (5, 9) copies keep order
-    ordered = pairs.sort_runs(got_users, got_items, got_values)
-    assert all(a is b for a, b in zip(ordered, (got_users, got_items, got_values), strict=True))
+def _reference_order(users, parts, items):
+    return sorted(range(len(users)), key=lambda k: (users[k], parts[k], items[k], k))
 
 
-def test_hset_pieces_of_many_users_pack_each_run_in_row_order():
+def test_key_order_groups_a_users_rows_by_part_stably():
+    users = np.array([2, 2, 2, 5, 5, 5], dtype=np.int64)
+    items = np.array([3, 4, 9, 1, 9, 9], dtype=np.int64)  # sorted by (user, item)
+    parts = np.array([1, 0, 1, 3, 0, 0], dtype=np.int64)
+    order = pairs.key_order(users, parts, items)
+    assert order.tolist() == _reference_order(users, parts, items) == [1, 0, 2, 4, 5, 3]
+    assert pairs.key_order(users, np.zeros(6, np.int64), items) is None  # already in order
+
+
+def test_key_order_of_rows_in_any_order_whatever_the_range():
+    rng = np.random.default_rng(4)
+    for items in (rng.integers(0, 50, 300), rng.integers(0, 2**62, 300)):
+        parts = rng.integers(0, 8, 300)
+        for users in (rng.permutation(np.repeat([5, 1, 9], 100)), np.repeat([5, 1, 9], 100)):
+            order = pairs.key_order(users, parts, items.astype(np.int64))
+            assert order.tolist() == _reference_order(users, parts, items)
+    users = np.repeat(np.arange(700), 50)  # sorted, 700 users: no int16 radix key
+    items = np.tile(np.arange(50), 700)
+    parts = rng.integers(0, 64, len(users))
+    assert pairs.key_order(users, parts, items).tolist() == _reference_order(users, parts,
+                                                                             items)
+
+
+def test_hset_pieces_of_many_keys_pack_each_run_in_row_order():
     rng = np.random.default_rng(9)
-    pool = np.r_[-1 - np.arange(120), 10 ** np.arange(15), rng.integers(0, 2**62, 50)]
+    pool = np.r_[np.arange(120), 10 ** np.arange(15), rng.integers(0, 2**62, 50)]
     runs = [np.sort(rng.choice(pool, k, replace=False)) for k in (1, 7, 40, 3, 90)]
     items = np.concatenate(runs).astype(np.int64)
     values = rng.integers(0, 256, (len(items), 6), dtype=np.uint8)
     starts = np.cumsum([0] + [len(r) for r in runs[:-1]])
-    keys = [f"p:e:v:{{{u}}}".encode() for u in range(len(runs))]
+    keys = [f"p:e:v:{{{u}}}:0".encode() for u in range(len(runs))]
     got = [b"".join(pieces) for pieces in pairs.hset_pieces(keys, starts, items, values)]
     ends = np.r_[starts[1:], len(items)]
     for command, key, a, b in zip(got, keys, starts, ends, strict=True):
-        fields = [str(i) if i >= 0 else f"c{-1 - i}" for i in items[a:b].tolist()]
-        flat = [part for f, v in zip(fields, values[a:b], strict=True)
-                for part in (f, v.tobytes())]
+        flat = [part for f, v in zip(items[a:b].tolist(), values[a:b], strict=True)
+                for part in (str(f), v.tobytes())]
         assert command == pack_command("HSET", key, *flat)
     assert pairs.hset_pieces([], np.zeros(0, np.int64), items[:0], values[:0]) == []
-
-
-def test_sort_runs_orders_by_user_then_item_stably_whatever_the_range():
-    rng = np.random.default_rng(4)
-    for items in (rng.integers(0, 50, 300), rng.integers(-2**62, 2**62, 300)):
-        values = np.arange(300, dtype=np.int32).reshape(300, 1)
-        mixed = rng.permutation(np.repeat([5, 1, 9], 100))  # users apart
-        runs = np.repeat([5, 1, 9], 100)  # one run each
-        for users in (mixed, runs):
-            got = pairs.sort_runs(users, items.astype(np.int64), values)
-            order = sorted(range(300), key=lambda k: (users[k], items[k], k))
-            assert got[0].tolist() == users[order].tolist()
-            assert got[1].tolist() == items[order].tolist()
-            assert got[2][:, 0].tolist() == order

@@ -2,16 +2,15 @@
 
 import numpy as np
 
-from solaris_lib.cache.resp import pack_command
-from solaris_lib.client._misses import MissEntry, MissSampler, xadd_payload
+from solaris_lib.client._misses import MissEntry, MissSampler, xadd_commands
 from solaris_lib.client._stats import Counters
 
 
 def test_stream_entries_have_the_pipeline_format():
     entry = MissEntry(7, np.array([3, 11]), 1767607200123)
-    assert xadd_payload("p:misses", [entry], 1000) == pack_command(
-        "XADD", "p:misses", "MAXLEN", "~", "1000", "*", "user", "7", "items", "3,11",
-        "ts", "1767607200123")
+    assert xadd_commands("p:misses", [entry], 1000) == [(
+        "XADD", "p:misses", "MAXLEN", "~", 1000, "*", "user", 7, "items", "3,11",
+        "ts", 1767607200123)]
 
 
 def test_sampler_queues_only_the_missed_items():

@@ -3,6 +3,8 @@
 import inspect
 import subprocess
 import sys
+from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,8 +27,11 @@ def test_public_names_are_pinned():
     assert client_module.__all__ == [
         "Backoff", "CacheConfigError", "CacheConnectionError", "CacheError", "CacheFormatError",
         "CacheProtocolError", "CacheTimeoutError", "CacheUnavailableError", "CircuitBreaker",
-        "ClientOptions", "ClientStats", "Level", "LookupResult", "SolarisClient",
+        "ClientOptions", "ClientStats", "InMemoryRedis", "Level", "LookupResult",
+        "MockTransport", "RedisTransport", "SolarisClient", "Transport",
     ]
+    root = Path(client_module.__file__).resolve().parents[1]
+    assert (root / "py.typed").exists()  # PEP 561: the package ships its type hints
 
 
 def test_exception_tree():
@@ -40,7 +45,13 @@ def test_lookup_and_from_url_signatures():
     assert list(inspect.signature(SolarisClient.lookup).parameters) == ["self", "user_id",
                                                                          "item_ids"]
     parameters = inspect.signature(SolarisClient.from_url).parameters
-    assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
+    options = {f.name for f in fields(ClientOptions)} | {"transport"}
+    assert set(parameters) == {"url"} | options
+    assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in options)
+    defaults = ClientOptions()
+    for name in options - {"transport", "fallback", "dim"}:
+        assert parameters[name].default == getattr(defaults, name), name
+        assert parameters[name].annotation != inspect.Parameter.empty, name
     assert {"embeddings", "hit", "level", "version", "model_version", "error"} <= set(
         inspect.signature(LookupResult).parameters)
 

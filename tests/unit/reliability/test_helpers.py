@@ -7,9 +7,9 @@ import errno
 import re
 from pathlib import Path
 
+from redis.crc import key_slot
+
 from solaris_lib.cache.access import CHECK_SCRIPT, NEEDED, master_tags
-from solaris_lib.cache.endpoint import Endpoint
-from solaris_lib.cache.nodes import ClusterRouter, SingleRouter, key_slot
 from solaris_lib.errors import OutputWriteError
 from solaris_lib.logs.reader import executor_contract_error
 from solaris_lib.storage import is_disk_full
@@ -54,7 +54,7 @@ REDIS_COMMANDS = {"GET", "SET", "SETEX", "MSET", "DEL", "UNLINK", "EXPIRE", "PEX
 def test_the_access_check_covers_every_command_the_publisher_sends():
     root = Path(__file__).resolve().parents[3] / "solaris_lib" / "cache"
     words = set()
-    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "frames.py"):
+    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "fallback.py"):
         words |= set(re.findall(r"\b[A-Z]{3,8}\b", (root / name).read_text()))
     sent = words & REDIS_COMMANDS
     assert {"HSET", "EXPIRE", "EVAL", "INFO", "HMGET"} <= sent  # the scan sees the writer
@@ -65,12 +65,16 @@ def test_the_access_check_covers_every_command_the_publisher_sends():
 
 
 def test_one_probe_tag_per_master():
-    single = SingleRouter(Endpoint.from_url("redis://127.0.0.1:1/0"))
-    assert [tag for _, tag in master_tags(single)] == ["0"]
-    cluster = ClusterRouter(Endpoint.from_url("redis+cluster://127.0.0.1:1"))
-    cluster._apply_slots([[0, 5460, [b"127.0.0.1", 7000]], [5461, 10922, [b"127.0.0.1", 7001]],
-                          [10923, 16383, [b"127.0.0.1", 7002]]], "127.0.0.1")
-    found = master_tags(cluster)
-    assert sorted(pool.address[1] for pool, _ in found) == [7000, 7001, 7002]
-    for pool, tag in found:
-        assert cluster.pool_for_slot(key_slot(tag.encode())) is pool
+    assert master_tags(["h:1"], lambda tag: "h:1") == {"h:1": "0"}
+    owners = {range(0, 5461): "h:7000", range(5461, 10923): "h:7001",
+              range(10923, 16384): "h:7002"}
+
+    def owner(tag: str) -> str:
+        slot = key_slot(tag.encode())
+        return next(node for slots, node in owners.items() if slot in slots)
+
+    found = master_tags(list(owners.values()), owner)
+    assert sorted(found) == ["h:7000", "h:7001", "h:7002"]
+    for node, tag in found.items():
+        assert owner(tag) == node
+        assert all(owner(str(smaller)) != node for smaller in range(int(tag)))

@@ -1,9 +1,8 @@
-"""The direct read path (pyarrow in Spark tasks) against the JVM path (Spark SQL): the same
-hash, survey, memory estimate, version id and bytes in Redis, on a messy partition."""
+"""The publisher's read path (pyarrow in Spark tasks) on messy partitions: its row hash is
+Spark's xxhash64, and what reaches Redis is what the rows say, computed here by hand, however
+the files are cut into slices and whichever users are shuffled."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pyarrow as pa
@@ -11,13 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.cache.errors import PublishInputError
-from solaris_lib.cache.inputs import DirectInput, SparkInput
-from solaris_lib.cache.memory import HashLimits
+from solaris_lib.cache import publish as publish_module
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.cache.rowhash import row_hash
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder
+from tests.cachespec import bucket
 from tests.integration.cache.conftest import INTERVAL, embeddings_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -44,6 +42,12 @@ def test_row_hash_equals_spark_xxhash64_on_random_rows(spark):
     got = [int(row_hash(np.array([u]), np.array([i]),
                         np.frombuffer(e, np.uint8).reshape(1, len(e)))[0]) for u, i, e in rows]
     assert got == want
+    clusters = spark.createDataFrame([(7, 3, b"ab"), (8, 2**31 - 1, b"")],
+                                     "user_id long, cluster_id int, embedding binary")
+    want = [r[0] for r in clusters.select(F.xxhash64(
+        "user_id", F.col("cluster_id").cast("bigint"), "embedding")).collect()]
+    assert [int(row_hash(np.array([u]), np.array([c]), np.frombuffer(e, np.uint8).reshape(
+        1, len(e)))[0]) for u, c, e in [(7, 3, b"ab"), (8, 2**31 - 1, b"")]] == want
 
 
 def _rows(seed: int) -> list[tuple]:
@@ -87,53 +91,75 @@ def _expected_scattered(rows: list[tuple], files: int) -> list[int]:
                   if len({f for f, _ in at}) > 1 or at[-1][1] - at[0][1] + 1 != len(at))
 
 
-@pytest.mark.parametrize("files, group_rows, tasks", [(1, 1000, 1), (3, 16, 4), (2, 7, 3)])
-def test_direct_survey_equals_the_spark_survey(spark, settings_for, redis_url, files,
-                                               group_rows, tasks):
-    rows = _rows(seed=files)
-    source = _write_files(settings_for(redis_url), rows, files, group_rows)
-    limits = HashLimits(16, 64, "test")  # users with more pairs than 16: hashtables
-    jvm, jvm_slots = SparkInput(spark, source).survey(2, 40, limits)
-    direct_input = DirectInput(spark, source, tasks)
-    found, slots = direct_input.survey(2, 40, limits)
-    assert dataclasses.replace(found, scattered=0) == dataclasses.replace(jvm, scattered=0)
-    assert set(found.quarantined) == {"null_user_id", "negative_user_id", "null_item_id",
-                                      "negative_item_id", "null_embedding",
-                                      "wrong_embedding_length", "other_model_version"}
-    assert found.valid_rows == found.rows - 10
-    assert sorted(slots, key=lambda r: r["slot"]) == sorted(jvm_slots, key=lambda r: r["slot"])
-    expected = _expected_scattered(rows, files)
-    assert found.scattered == len(expected) >= 4
-    assert direct_input.scattered(found, 1000) == expected
-    assert direct_input.scattered(found, len(expected) - 1) is None
+def _expected_scattered(rows: list[tuple], files: int) -> list[int]:
+    """Published (user, m1, 16 bytes) users whose rows are not consecutive in one file."""
+    cuts = np.linspace(0, len(rows), files + 1).astype(int)
+    where: dict[int, list[tuple[int, int]]] = {}
+    for index, (user, item, version, value) in enumerate(rows):
+        if (user is not None and user >= 0 and item is not None and item >= 0
+                and version == "m1" and value is not None and len(value) == 2 * DIM):
+            file = int(np.searchsorted(cuts, index, side="right") - 1)
+            where.setdefault(user, []).append((file, index))
+    return sorted(user for user, at in where.items()
+                  if len({f for f, _ in at}) > 1 or at[-1][1] - at[0][1] + 1 != len(at))
+
+
+def _write_files(settings, rows: list[tuple], files: int, group_rows: int) -> str:
+    path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
+    cuts = np.linspace(0, len(rows), files + 1).astype(int)
+    with atomic_folder(path) as staging:
+        for index, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            table = pa.table(list(zip(*rows[a:b], strict=True)), schema=SCHEMA)
+            pq.write_table(table, f"{staging}/part-{index:05d}.parquet",
+                           row_group_size=group_rows)
+    return path
+
+
+def _expected_keys(rows: list[tuple], prefix: str, version: str, buckets: int) -> dict:
+    """What Redis must hold: every published row (m1, 16 finite bytes, ids >= 0) in its
+    user's bucket hash; of a pair's copies the smallest bytes."""
+    keys: dict[bytes, dict[bytes, bytes]] = {}
+    for user, item, model, value in rows:
+        if (user is None or user < 0 or item is None or item < 0 or model != "m1"
+                or value is None or len(value) != 2 * DIM
+                or not np.isfinite(np.frombuffer(value, "<f2")).all()):
+            continue
+        key = f"{prefix}:e:{version}:{{{user}}}:{bucket(item, buckets)}".encode()
+        fields = keys.setdefault(key, {})
+        fields[str(item).encode()] = min(value, fields.get(str(item).encode(), value))
+    return keys
 
 
 def _dump(r, prefix: str, version: str) -> dict:
     return {k: r.hgetall(k) for k in sorted(r.scan_iter(f"{prefix}:e:{version}:*"))}
 
 
-def test_direct_and_spark_publish_the_same_version_and_bytes(spark, settings_for, redis_url,
-                                                             key_prefix):
+@pytest.mark.parametrize("files, group_rows, tasks, shuffle_all", [
+    (1, 1000, 1, False), (3, 16, 4, False), (2, 7, 3, False), (2, 7, 3, True)])
+def test_a_messy_partition_publishes_exactly_its_rows(spark, settings_for, redis_url,
+                                                       key_prefix, monkeypatch, caplog, files,
+                                                       group_rows, tasks, shuffle_all):
     settings = settings_for(redis_url)
-    rows = _rows(seed=5)
-    _write_files(settings, rows, files=3, group_rows=9)
-    r = redis.Redis.from_url(redis_url)
-    reports, dumps = [], []
-    for direct in (True, False):
-        for key in r.scan_iter(f"{key_prefix}:*"):
-            r.delete(key)
-        reports.append(publish(spark, settings, INTERVAL,
-                               PublishConfig(direct_read=direct, partitions=3)))
-        dumps.append(_dump(r, key_prefix, reports[-1].version))
-    fields = ("status", "version", "pairs", "users", "duplicates", "quarantined",
-              "estimate_bytes", "listpack_users", "rows_read")
-    direct_report, spark_report = ({f: getattr(rep, f) for f in fields} for rep in reports)
-    assert direct_report == spark_report
-    # the first publish did read directly (a silent fall-back would compare Spark with Spark)
-    assert "survey_task_max" in reports[0].seconds
-    assert "survey_task_max" not in reports[1].seconds
-    assert reports[0].duplicates == 1 and reports[0].quarantined["non_finite_embedding"] == 1
-    assert dumps[0] == dumps[1] and len(dumps[0]) == 32
+    rows = _rows(seed=files)
+    _write_files(settings, rows, files, group_rows)
+    if shuffle_all:
+        monkeypatch.setattr(publish_module, "SCATTERED_LIMIT", 0)
+    with caplog.at_level("INFO", logger="solaris_lib.cache.inputs"):
+        report = publish(spark, settings, INTERVAL, PublishConfig(partitions=tasks, buckets=4))
+    expected = _expected_keys(rows, key_prefix, report.version, 4)
+    assert _dump(redis.Redis.from_url(redis_url), key_prefix, report.version) == expected
+    assert report.pairs == sum(len(f) for f in expected.values())
+    assert report.keys == len(expected) and report.duplicates == 1
+    assert report.quarantined == {
+        "null_user_id": 1, "negative_user_id": 1, "null_item_id": 1, "negative_item_id": 1,
+        "null_embedding": 1, "wrong_embedding_length": 3, "other_model_version": 2,
+        "non_finite_embedding": 1}
+    scattered = _expected_scattered(rows, files)
+    assert len(scattered) >= 4
+    if shuffle_all:
+        assert "every rows shuffled by user" in caplog.text
+    else:
+        assert f"{len(scattered)} scattered users' rows shuffled by user" in caplog.text
 
 
 def test_contiguous_users_need_no_shuffle_whatever_the_slices(spark, settings_for, redis_url,
@@ -143,16 +169,14 @@ def test_contiguous_users_need_no_shuffle_whatever_the_slices(spark, settings_fo
     path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
     with atomic_folder(path) as staging:
         pq.write_table(table, f"{staging}/part-00000.parquet", row_group_size=10)
-    with caplog.at_level("INFO", logger="solaris_lib.cache.publish"):
+    with caplog.at_level("INFO", logger="solaris_lib.cache"):
         report = publish(spark, settings, INTERVAL, PublishConfig(partitions=6))
     assert (report.pairs, report.users) == (280, 40)
-    assert "input order kept, 0 scattered users shuffled" in caplog.text
-    found, _ = DirectInput(spark, path, 6).survey(1, 30, HashLimits())
-    assert found.scattered == 0
+    assert "0 scattered users" in caplog.text and "shuffled" not in caplog.text
 
 
-def test_a_dictionary_encoded_column_is_read_by_spark_sql(spark, settings_for, redis_url,
-                                                          key_prefix, caplog):
+def test_a_dictionary_encoded_column_is_read_as_its_values(spark, settings_for, redis_url,
+                                                           key_prefix):
     settings = settings_for(redis_url)
     table = embeddings_table(users=6, per_user=4, seed=9)
     column = table.schema.get_field_index("model_version")
@@ -161,9 +185,5 @@ def test_a_dictionary_encoded_column_is_read_by_spark_sql(spark, settings_for, r
     path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL)
     with atomic_folder(path) as staging:
         pq.write_table(table, f"{staging}/part-00000.parquet", use_dictionary=False)
-    with pytest.raises(PublishInputError, match="model_version"):
-        DirectInput(spark, path, 2)
-    with caplog.at_level("INFO", logger="solaris_lib.cache.publish"):
-        report = publish(spark, settings, INTERVAL, PublishConfig(partitions=2))
+    report = publish(spark, settings, INTERVAL, PublishConfig(partitions=2))
     assert (report.status, report.pairs, report.users) == ("published", 24, 6)
-    assert "Spark SQL reads it" in caplog.text
