@@ -17,7 +17,10 @@ item priors), so the publish takes the DAG's code path (``jobs/publish_cache.py`
   read-back check, the alias switch.
 
 ``ratio`` = publish pairs/s / raw pairs/s (pairs: exact and cluster values);
-``write_phase_ratio`` counts the write phase only. ``phases_s`` has the publish's phases
+``write_phase_ratio`` counts the write phase only. ``cpu_ratio`` = raw CPU seconds / publish
+CPU seconds (this process and all its children: the JVM, Spark's Python workers, the
+redis-server), the same comparison without the other jobs on the machine: on a loaded
+machine the wall-clock ratio follows it. ``phases_s`` has the publish's phases
 (``inspect``, ``estimate``, ``write``, ``switch``) with the slowest survey task
 (``survey_task_max``) and the slowest writing task's time in the writer (``write_task_max``)
 and in its count and read-back (``check_task_max``). Both use one private redis-server with
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -156,6 +160,36 @@ def raw_write(url: str, commands: list[list[tuple]], ttl_s: int, users_per_round
     return elapsed
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and every live descendant (``/proc``)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += (int(stats[pid][11]) + int(stats[pid][12])) / ticks
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def timed(action) -> tuple[object, float, float]:
+    """``action()``'s result, wall seconds and CPU seconds (:func:`cpu_seconds`)."""
+    cpu, started = cpu_seconds(), time.perf_counter()
+    result = action()
+    return result, time.perf_counter() - started, cpu_seconds() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=5000)
@@ -198,16 +232,21 @@ def run(options, work: Path) -> dict:
         flush = redis.Redis.from_url(server.url)
         # keys as long as the publish's (a version id has a fixed length)
         commands = raw_commands(tables, f"{INTERVAL.key}-{'0' * 10}", config.buckets, 3600)
-        flush.flushall()
-        raw_runs = [raw_write(server.url, commands, 3600)]
-        flush.flushall()
-        started = time.perf_counter()
-        report = publish(spark, settings, INTERVAL, config)
-        publish_s = time.perf_counter() - started
-        flush.flushall()
-        raw_runs.append(raw_write(server.url, commands, 3600))
+        raw_runs = []
+        for run_publish in (False, True, False):
+            flush.flushall()
+            if run_publish:
+                report, publish_s, publish_cpu = timed(
+                    lambda: publish(spark, settings, INTERVAL, config))
+            else:
+                raw_runs.append(timed(lambda: raw_write(server.url, commands, 3600))[1:])
         spark.stop()
-    return summarize(options, report, publish_s, raw_runs, spark_start_s, cold_small_s)
+    result = summarize(options, report, publish_s, [r[0] for r in raw_runs], spark_start_s,
+                       cold_small_s)
+    raw_cpu = sum(r[1] for r in raw_runs) / len(raw_runs)
+    result.update(publish_cpu_s=round(publish_cpu, 2), raw_cpu_s=round(raw_cpu, 2),
+                  cpu_ratio=round(raw_cpu / publish_cpu, 3), load_average=os.getloadavg()[0])
+    return result
 
 
 def summarize(options, report, publish_s: float, raw_runs: list[float], spark_start_s: float,

@@ -5,12 +5,13 @@ calls, on one private redis-server with ``infra/redis.conf``'s hash settings. Th
 are written twice by the publisher's writer, under two key prefixes:
 
 * ``plain``: exact (user, item) values only (a version without the level);
-* ``cluster``: the same exact values plus one ``c<cluster>`` field per (user, item cluster)
-  and the item -> cluster table (``docs/cache-format.md``).
+* ``cluster``: the same exact values plus each user's cluster hash (one field per (user, item
+  cluster)) and the item -> cluster table (``docs/cache-format.md``).
 
 In the same run, alternating call by call on the same requests: the client on ``plain``, the
-client on ``cluster`` (one HMGET of the items and their distinct clusters), and the raw floor
-for ``cluster`` (redis-py + hiredis, the same HMGET fields, nothing decoded). Reported:
+client on ``cluster`` (one pipeline: the bucket HMGETs of the items and one HMGET of their
+distinct clusters), and the raw floor for ``cluster`` (redis-py's pipeline of the same
+HMGETs, nothing decoded). Reported:
 latency percentiles, ``ratio_p50``/``ratio_p99`` (cluster client / plain client),
 ``floor_ratio_p99`` (cluster client / its floor), coverage by level, bytes per cached value.
 Last line: one JSON object.
@@ -27,7 +28,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import redis
 
 from solaris_lib.cache.format import (
@@ -35,15 +35,15 @@ from solaris_lib.cache.format import (
     STATE_COMPLETE,
     Level,
     Manifest,
-    data_key,
+    bucket_key,
     item_clusters_key,
     pack_item_clusters,
     version_id,
 )
 from solaris_lib.cache.memory import HashLimits
-from solaris_lib.cache.pairs import binary_column, cluster_rows_item
+from solaris_lib.cache.publish import PublishConfig
 from solaris_lib.cache.server import CacheServer
-from solaris_lib.cache.writer import PartitionWriter, WriteTarget
+from solaris_lib.cache.writer import WriteTarget, write_rows
 from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.redis_server import RedisServer
 
@@ -65,39 +65,35 @@ def load(url: str, prefix: str, world, options, with_clusters: bool) -> tuple[st
     """Write one version with the publisher's writer; returns (version, values written)."""
     catalogue, clusters, cached = world
     users, dim, rng = options.users, options.dim, np.random.default_rng(options.seed + 1)
+    buckets = PublishConfig().buckets
     user_ids = np.repeat(np.arange(users, dtype=np.int64), cached.shape[1])
     items = cached.reshape(-1)
-    if with_clusters:
-        user_ids = np.r_[np.repeat(np.arange(users, dtype=np.int64), options.clusters),
-                         user_ids]
-        cluster_items = np.tile(cluster_rows_item(np.arange(options.clusters)), users)
-        items = np.r_[cluster_items, items]
-    order = np.lexsort((items, user_ids))
-    user_ids, items = user_ids[order], items[order]
-    values = rng.standard_normal((len(items), dim)).astype("<f2")
+    values = rng.standard_normal((len(items), dim)).astype("<f2").view(np.uint8)
     digest = "1" * 32 if with_clusters else "0" * 32
-    version = version_id("20260105T100000Z", "bench", "fp16", dim, digest)
-    writer = PartitionWriter(WriteTarget(url, prefix, version, "fp16", dim, 3600))
-    writer.add(pa.RecordBatch.from_arrays([pa.array(user_ids), pa.array(items),
-                                           binary_column(values)],
-                                          names=["user_id", "item_id", "embedding"]))
-    stats = writer.finish().to_pylist()[0]
-    writer.router.close()
-    assert stats["fields_on_server"] == len(items), stats
-    manifest = Manifest(version, "bench", "fp16", dim, "", "", int(stats["pairs"]), users,
-                        digest, 3600, STATE_COMPLETE)
+    version = version_id("20260105T100000Z", "bench", dim, buckets, digest)
+    stats = write_rows([(user_ids, items, values)],
+                       WriteTarget(url, prefix, version, dim, 3600, buckets))
+    written = stats["fields_on_server"]
+    manifest = Manifest(version, "bench", "fp16", dim, buckets, "", "", int(stats["pairs"]),
+                        users, digest, 3600, STATE_COMPLETE)
     with CacheServer(url, prefix) as server:
         if with_clusters:
+            cluster_users = np.repeat(np.arange(users, dtype=np.int64), options.clusters)
+            cluster_ids = np.tile(np.arange(options.clusters, dtype=np.int64), users)
+            cluster_values = rng.standard_normal((len(cluster_ids), dim)).astype("<f2")
+            cluster_stats = write_rows([(cluster_users, cluster_ids,
+                                         cluster_values.view(np.uint8))],
+                                       WriteTarget(url, prefix, version, dim, 3600, 0))
+            written += cluster_stats["fields_on_server"]
             chunks = pack_item_clusters(catalogue, clusters)
             for index, chunk in enumerate(chunks):
-                key = item_clusters_key(prefix, version, index)
-                server.command(key, "SET", key, chunk, "EX", 3600)
+                server.set(item_clusters_key(prefix, version, index), chunk, 3600)
             manifest = replace(manifest, fallback=FALLBACK_CLUSTER, clusters=options.clusters,
-                               cluster_pairs=int(stats["cluster_pairs"]),
+                               cluster_pairs=int(cluster_stats["pairs"]),
                                item_clusters=len(catalogue), item_cluster_chunks=len(chunks))
         server.write_manifest(manifest)
         server.switch_alias(version)
-    return version, len(items)
+    return version, written
 
 
 def requests(world, options) -> list:
@@ -117,8 +113,7 @@ def requests(world, options) -> list:
 
 
 def measure(url: str, versions: dict, world, calls: list, options) -> dict:
-    catalogue, clusters, _ = world
-    raw = redis.Redis.from_url(url)
+    raw = redis.Redis.from_url(url, protocol=2)
     clients = {name: SolarisClient.from_url(url, key_prefix=name, timeout_ms=options.timeout_ms,
                                             miss_sample_rate=0.0)
                for name in versions}
@@ -131,13 +126,17 @@ def measure(url: str, versions: dict, world, calls: list, options) -> dict:
         timings[name].append((time.perf_counter_ns() - started) / 1000)
         return result
 
+    served = clients["cluster"]._served
     for index, (user, ids) in enumerate(calls):
-        key = data_key("cluster", versions["cluster"], user)
-        distinct = np.unique(clusters[np.searchsorted(catalogue, ids)])
-        extra = [f"c{c}" for c in distinct.tolist()]  # the floor gets its fields for free
+        # the floor gets its commands for free: the client's HMGETs of this lookup
+        commands = served.commands(str(user), ids)[0] + [served.cluster_command(
+            str(user), served.clusters.fields(ids)[1])]
 
-        def floor(ids=ids, key=key, extra=extra):
-            return raw.hmget(key, ids.tolist() + extra)
+        def floor(commands=commands):
+            pipe = raw.pipeline(transaction=False)
+            for command in commands:
+                pipe.hmget(command[1], command[2:])
+            return pipe.execute()
 
         steps = [("plain", lambda u=user, i=ids: clients["plain"].lookup(u, i)),
                  ("cluster", lambda u=user, i=ids: clients["cluster"].lookup(u, i)),
@@ -182,7 +181,8 @@ def main() -> None:
             before = r.info("memory")["used_memory"]
             versions[name], values = load(server.url, name, world, options, name == "cluster")
             memory[name] = (r.info("memory")["used_memory"] - before) / values
-        encoding = r.object("encoding", data_key("cluster", versions["cluster"], 0)).decode()
+        encoding = r.object("encoding", bucket_key("cluster", versions["cluster"], 0,
+                                                   0)).decode()
         result = measure(server.url, versions, world, requests(world, options), options)
     pct = {name: (float(np.percentile(t, 50)), float(np.percentile(t, 99)))
            for name, t in result["timings"].items()}

@@ -111,9 +111,8 @@ def bucket_of(item_ids: np.ndarray, buckets: int) -> np.ndarray:
     ids = np.asarray(item_ids, dtype=np.int64).view(np.uint64)
     if check_buckets(buckets) == 1:
         return np.zeros(ids.shape, np.int64)
-    shift = np.uint64(64 - (buckets.bit_length() - 1))
-    with np.errstate(over="ignore"):
-        return ((ids * _GOLDEN) >> shift).astype(np.int64)
+    shift = np.uint64(65 - buckets.bit_length())
+    return ((ids * _GOLDEN) >> shift).astype(np.int64)  # arrays wrap silently mod 2^64
 
 
 def misses_key(prefix: str) -> str:

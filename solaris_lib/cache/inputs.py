@@ -58,10 +58,13 @@ class Inputs:
                                               tasks) for table, source in tables}
 
     def _run(self, entries: dict[str, Callable], names: Iterable[str] | None = None) -> dict:
-        """One job: ``entries[name](task's slices)`` for every task of the named tables (all by
-        default); the results per table."""
-        work = [(name, task) for name in (self.plans if names is None else names)
-                for task in self.plans[name]]
+        """One job: ``entries[name](slices)`` for the slices of every task of the named tables
+        (all by default); the results per table. Task ``k`` of the job runs task ``k`` of each
+        table, so that every Spark task gets a share of each table."""
+        chosen = list(self.plans if names is None else names)
+        width = max((len(self.plans[name]) for name in chosen), default=0)
+        work = [[(name, self.plans[name][k]) for name in chosen if k < len(self.plans[name])]
+                for k in range(width)]
         if not work:
             return {name: [] for name in entries}
         rdd = self.spark.sparkContext.parallelize(work, len(work))
@@ -116,10 +119,10 @@ class Inputs:
                                  staging=staging)}, [name])
 
 
-def _dispatch(work: Iterable[tuple[str, list]], entries: dict[str, Callable]
+def _dispatch(work: Iterable[list[tuple[str, list]]], entries: dict[str, Callable]
               ) -> Iterator[tuple[str, object]]:
-    """``mapPartitions`` entry point: run the entry of each (table, slices) of the partition."""
-    for name, task in work:
+    """``mapPartitions`` entry point: run the entry of each (table, slices) of the task."""
+    for name, task in chain.from_iterable(work):
         yield name, entries[name]([task])
 
 

@@ -1,12 +1,11 @@
-"""Spark's ``xxhash64(user_id, item_id, embedding)`` in numpy, vectorised over rows.
+"""The row hash of the content digest, vectorised over rows in numpy.
 
-The version id names its content by a digest of Spark's ``xxhash64`` of every publishable row
-(``docs/cache-format.md``). The direct read path (:mod:`solaris_lib.cache.direct`) reads the
-parquet files with pyarrow and never goes through the JVM, so it needs the same hash bit for
-bit: Spark's ``XxHash64Function`` with seed 42, each column hashed with the previous
-column's hash as its seed (a long as 8 little-endian bytes, a binary value as its bytes),
-which is the standard XXH64. ``tests`` pin it against ``F.xxhash64`` on random rows and edge
-values. All arithmetic is on uint64 arrays (wrapping, as Java's ``long``).
+The version id names its content by a digest of a hash of every publishable row
+(``docs/cache-format.md``): XXH64 with seed 42, each column hashed with the previous column's
+hash as its seed (a long as 8 little-endian bytes, a binary value as its bytes), which is
+Spark's ``xxhash64(user_id, item_id, embedding)``: ``tests`` pin it against ``F.xxhash64`` on
+random rows and edge values, so anyone can recompute a digest with Spark. All arithmetic is on
+uint64 arrays (wrapping, as Java's ``long``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Cut an embeddings partition's parquet files into row ranges that Spark tasks read directly.
+"""Cut a table's parquet files into row ranges that Spark tasks read directly.
 
-The direct read path (:mod:`solaris_lib.cache.direct`) gives each Spark task a few
-:class:`Slice` s and lets it open the files with pyarrow: no JVM parquet scan, no Arrow
-conversion between the JVM and Python. The driver reads only the files' footers
+The publisher (:mod:`solaris_lib.cache.inputs`) gives each Spark task a few :class:`Slice` s
+and lets it open the files with pyarrow: no JVM parquet scan, no Arrow conversion between the
+JVM and Python. The driver reads only the files' footers
 (:func:`describe`) and cuts them (:func:`plan`) into slices balanced by rows, on row-group
 boundaries where one is near.
 

@@ -193,18 +193,17 @@ class SolarisClient:
             commands.append(served.cluster_command(tag, distinct))
         try:
             replies = self._transport.lookup(tag, commands)
-            if any(isinstance(r, ResponseError) and str(r).startswith("WRONGTYPE")
-                   for r in replies):
-                breaker.record_success()  # the node answered: a bad key, not a bad node
-                return self._miss_all(items, started, "server", served, errors=1,
-                                      server_errors=1)
-            wrong = [r for r in replies if not isinstance(r, list)]
-            if wrong:
-                raise CacheProtocolError(f"HMGET answered {wrong[0]!r}")
+            exact: list = []
+            for reply in replies:
+                if type(reply) is not list:
+                    if str(reply).startswith("WRONGTYPE"):
+                        breaker.record_success()  # the node answered: a bad key, not node
+                        return self._miss_all(items, started, "server", served, errors=1,
+                                              server_errors=1)
+                    raise CacheProtocolError(f"HMGET answered {reply!r}")
+                exact += reply
             n = len(items)
-            exact = [v for reply in replies[: len(replies) - (served.clusters is not None)]
-                     for v in reply]
-            embeddings, hit, corrupt = served.codec.decode(exact, self._fallback)
+            embeddings, hit, corrupt = served.codec.decode(exact[:n], self._fallback)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
@@ -214,7 +213,7 @@ class SolarisClient:
         level, cluster_rows, item_rows = hit.astype(np.int8), 0, 0
         if hits < n and served.clusters is not None:
             level, cluster_rows, bad = merge_clusters(served.codec, embeddings, hit, clusters,
-                                                      distinct, replies[-1])
+                                                      distinct, exact[n:])
             corrupt += bad
         if hits + cluster_rows < n and served.priors is not None:
             item_rows = served.priors.fill(items, embeddings, level)
