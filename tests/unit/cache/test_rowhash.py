@@ -1,5 +1,5 @@
 """The numpy twin of Spark's xxhash64 against values Spark computed (``F.xxhash64`` on the
-same rows, Spark 4.x; ``tests/integration/cache/test_direct.py`` compares on random rows)."""
+same rows, Spark 4.x; ``tests/integration/cache/test_inputs.py`` compares on random rows)."""
 
 import numpy as np
 
