@@ -53,7 +53,6 @@ class Inputs:
         self.spark = spark
         self.partitions = tasks
         self.tables = {table.name: table for table, _ in tables}
-        self.sources = {table.name: source for table, source in tables}
         self.plans = {table.name: slices.plan(slices.describe(source, check=table.check_schema),
                                               tasks) for table, source in tables}
 
@@ -77,7 +76,8 @@ class Inputs:
     def survey(self, layouts: dict[str, Layout]) -> dict[str, Merged]:
         """Row problems, digest parts, scattered users and memory per slot of every table, in
         one job."""
-        found = self._run({name: partial(_survey, layout=layouts[name]) for name in self.plans})
+        found = self._run({name: partial(survey_task, layout=layouts[name])
+                           for name in self.plans})
         return {name: merge(tasks, self.tables[name]) for name, tasks in found.items()}
 
     def write(self, plans: dict[str, tuple[Survey, WriteTarget, np.ndarray]], limit: int
@@ -87,17 +87,19 @@ class Inputs:
         of each writing task per table. Users in one run of one slice are written by the task
         reading them; the rows of scattered users (every row of a table with more than
         ``limit`` of them) after a shuffle by user."""
-        direct = {name: partial(_write_task, table=self.tables[name], found=found,
-                                target=target, scattered=scattered)
-                  for name, (found, target, scattered) in plans.items()
-                  if len(scattered) <= limit}
-        stats = self._run(direct, direct)
+        in_order = {name: partial(_write_task, table=self.tables[name], found=found,
+                                  target=target, scattered=scattered)
+                    for name, (found, target, scattered) in plans.items()
+                    if len(scattered) <= limit}
+        stats = self._run(in_order, in_order)
         for name, (found, target, scattered) in plans.items():
-            if len(scattered) or name not in direct:
-                log.info("%s: %s rows shuffled by user", name,
-                         f"{len(scattered)} scattered users'" if name in direct else "every")
-                users = scattered if name in direct else None
-                stats.setdefault(name, []).extend(self._shuffled(name, found, target, users))
+            if name not in in_order:
+                log.info("%s: every row shuffled by user (%d scattered users)", name,
+                         len(scattered))
+                stats.setdefault(name, []).extend(self._shuffled(name, found, target, None))
+            elif len(scattered):
+                log.info("%s: %d scattered users' rows shuffled by user", name, len(scattered))
+                stats[name].extend(self._shuffled(name, found, target, scattered))
         return stats
 
     def _shuffled(self, name: str, found: Survey, target: WriteTarget,
@@ -124,10 +126,6 @@ def _dispatch(work: Iterable[list[tuple[str, list]]], entries: dict[str, Callabl
     """``mapPartitions`` entry point: run the entry of each (table, slices) of the task."""
     for name, task in chain.from_iterable(work):
         yield name, entries[name]([task])
-
-
-def _survey(pieces, layout: Layout):
-    return next(survey_task(pieces, layout))
 
 
 def _batches(pieces: Iterable[list[slices.Slice]], table: Table) -> Iterator[pa.RecordBatch]:

@@ -81,9 +81,8 @@ class TaskSurvey:
     seconds: float = 0.0
 
 
-def survey_task(pieces: Iterable[list[Slice]], layout: Layout) -> Iterator[TaskSurvey]:
-    """``mapPartitions`` entry point: the survey of one task's slices (its partition holds
-    one element, the task's list of slices)."""
+def survey_task(pieces: Iterable[list[Slice]], layout: Layout) -> TaskSurvey:
+    """The survey of one task's slices (``pieces``: lists of slices)."""
     started = time.perf_counter()
     table = layout.table
     problems = np.zeros(len(table.problems), np.int64)
@@ -100,7 +99,7 @@ def survey_task(pieces: Iterable[list[Slice]], layout: Layout) -> Iterator[TaskS
         for key, parts in found.items():
             _add_slice(groups[key], [np.concatenate(c) for c in zip(*parts, strict=True)],
                        key[1], layout)
-    yield TaskSurvey(problems, groups, time.perf_counter() - started)
+    return TaskSurvey(problems, groups, time.perf_counter() - started)
 
 
 def _clean_rows(batch: pa.RecordBatch, table: Table, clean: np.ndarray, lengths: np.ndarray,

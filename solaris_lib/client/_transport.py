@@ -195,7 +195,7 @@ class MockTransport(Transport):
         return [self.handler(tuple(command)) for command in commands]
 
     def background(self, tag: str, commands: Sequence[Command]) -> list:
-        return self.lookup(tag, commands)
+        return [self.handler(tuple(command)) for command in commands]
 
     def ping(self, node: str) -> None:
         reply = self.handler(("PING",))

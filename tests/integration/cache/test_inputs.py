@@ -157,7 +157,7 @@ def test_a_messy_partition_publishes_exactly_its_rows(spark, settings_for, redis
     scattered = _expected_scattered(rows, files)
     assert len(scattered) >= 4
     if shuffle_all:
-        assert "every rows shuffled by user" in caplog.text
+        assert "every row shuffled by user" in caplog.text
     else:
         assert f"{len(scattered)} scattered users' rows shuffled by user" in caplog.text
 

@@ -268,7 +268,7 @@ def test_rows_in_any_order_publish_the_same_version_and_bytes(spark, settings_fo
     files = [scrambled.slice(0, 30), scrambled.slice(30)]
     monkeypatch.setattr(publish_module, "SCATTERED_LIMIT", 5)  # 12 scattered users: too many
     dump, path = _republish(spark, settings, r, key_prefix, first.version, files, caplog)
-    assert dump == before and path == "exact: every rows shuffled by user"
+    assert dump == before and path == "exact: every row shuffled by user (12 scattered users)"
 
 
 def test_writer_refuses_a_user_in_two_runs(redis_url, key_prefix):

@@ -31,7 +31,7 @@ def _write(folder, name, users, items, id_column="item_id", id_type=None, dim=4,
 
 def _survey(folder, layout, tasks=2):
     plan = slices.plan(slices.describe(str(folder), check=layout.table.check_schema), tasks)
-    return merge([next(survey_task([task], layout)) for task in plan], layout.table)
+    return merge([survey_task([task], layout) for task in plan], layout.table)
 
 
 def test_scattered_users_are_those_in_two_runs_or_two_files(tmp_path):

@@ -63,9 +63,18 @@ def test_one_pipeline_of_one_hmget_per_bucket_and_values_back_in_order(store):
     values = {i: rng.standard_normal(4).astype("<f2").astype(float).tolist() for i in items}
     _put(store, data={5: values}, dim=4, buckets=8)
     asked = rng.permutation(items)[:200].tolist() + [10**12]
-    with _client(store, key_prefix="p") as client:
+    pipelines = []
+
+    class Counting(MockTransport):
+        def lookup(self, tag, commands):
+            pipelines.append(tag)
+            return super().lookup(tag, commands)
+
+    with SolarisClient.from_url("redis://unused", transport=Counting(store), key_prefix="p",
+                                miss_sample_rate=0.0) as client:
         store.commands.clear()
         result = client.lookup(5, asked)
+    assert pipelines == ["5"]  # one pipeline: one round trip
     hmgets = [c for c in store.commands if c[0] == "HMGET"]
     assert sorted(c[1] for c in hmgets) == sorted(
         {f"p:e:{V1}:{{5}}:{bucket(i, 8)}" for i in asked})
