@@ -93,3 +93,26 @@ def _settle(servers, target, slot):
     for server in servers:
         redis.Redis(port=server.port).execute_command("CLUSTER", "SETSLOT", slot, "NODE",
                                                       _node_id(target.port))
+
+
+def test_the_multi_seed_url_works_for_the_misses_stream_too(published):
+    """The client writes sampled misses through redis+cluster://h1,h2,h3 and the speculation
+    job reads them back with the same URL (one URL parser for the whole project)."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from solaris_lib.intervals import Interval
+    from solaris_lib.speculation.misses import read_misses
+
+    url, _, prefix, _, _ = published
+    assert url.count(",") == 2  # three seeds
+    with SolarisClient.from_url(url, key_prefix=prefix, timeout_ms=1000, miss_sample_rate=1.0,
+                                refresh_interval_s=0.05) as client:
+        client.lookup(5, [10**13 + 1, 10**13 + 2])  # other tests sample misses of 10**12
+        deadline = time.monotonic() + 10
+        while client.stats().misses_written < 1:
+            assert time.monotonic() < deadline, client.stats()
+            time.sleep(0.02)
+    now = datetime.fromtimestamp(time.time(), tz=UTC)
+    rows = read_misses(url, prefix, Interval(now - timedelta(hours=1), now + timedelta(hours=1)))
+    assert {(5, 10**13 + 1), (5, 10**13 + 2)} <= set(rows)
