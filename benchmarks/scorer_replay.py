@@ -8,9 +8,9 @@ A Spark run of the default world takes 10-20 minutes; most of it is mining and c
 generation, which a new scorer feature or model does not change. The dump holds what the
 scorer saw (``train``: the earlier split's candidates with their features and label-window
 rows; ``candidates``: the scored run's candidates with features and the Spark score;
-``future``: the known users' future rows per pair; ``budget.json``). This script fits the Spark
-scorer's model again in numpy (logistic regression on standardised features, positives weighted
-by their rows, L2 1e-4, Newton steps), scores the candidates and selects them with the run's
+``future``: the known users' future rows per pair; ``budget.json``). This script fits the
+scorer's model again (the product's own numpy fit, ``solaris_lib.speculation.logistic``:
+positives weighted by their rows, Newton steps on standardised features), scores the candidates and selects them with the run's
 budgets, and reports coverage of the known users' future rows (the report's denominator) for:
 
 * ``spark``: the Spark run's own scores (checks that the replay selects as the run did);
@@ -36,8 +36,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from solaris_lib.speculation.logistic import fit as fit_logistic
+
 log = logging.getLogger("scorer_replay")
-L2 = 1e-4
 
 
 def load(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -62,30 +63,14 @@ def design(frame: pd.DataFrame, features: list[str], interact: list[tuple[str, s
     return np.column_stack(columns)
 
 
-def fit(x: np.ndarray, label: np.ndarray, weight: np.ndarray, steps: int = 25) -> tuple:
-    """Weighted logistic regression by Newton steps on standardised ``x``: (mean, scale, beta)
-    with ``beta[0]`` the intercept."""
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale == 0] = 1.0
-    z = np.column_stack([np.ones(len(x)), (x - mean) / scale])
-    beta = np.zeros(z.shape[1])
-    ridge = L2 * weight.sum() * np.eye(z.shape[1])
-    ridge[0, 0] = 0.0
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-np.clip(z @ beta, -30, 30)))
-        gradient = z.T @ (weight * (p - label)) + ridge @ beta
-        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + ridge
-        step = np.linalg.solve(hessian, gradient)
-        beta -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return mean, scale, beta
+def fit(x: np.ndarray, label: np.ndarray, weight: np.ndarray):
+    """The product's fit (:func:`solaris_lib.speculation.logistic.fit`) on ``x`` (n, k)."""
+    return fit_logistic(x, label, weight, tuple(f"x{k}" for k in range(x.shape[1])))
 
 
-def predict(model: tuple, x: np.ndarray) -> np.ndarray:
+def predict(model, x: np.ndarray) -> np.ndarray:
     """Log-odds of ``x`` under ``model`` (the ranking is the same as the probability's)."""
-    mean, scale, beta = model
-    return beta[0] + ((x - mean) / scale) @ beta[1:]
+    return model.logit(x)
 
 
 def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: int) -> dict:
@@ -110,7 +95,7 @@ def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, l
     weight = np.maximum(train["rows"].to_numpy(np.float64), 1.0)
     model = fit(design(train, features, interact), train["label"].to_numpy(np.float64), weight)
     score = predict(model, design(candidates, features, interact))
-    return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model[2][1:]]
+    return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model.weights]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,20 @@ per_source                  per candidate source: pairs tagged with it, the shar
                             they cover, and their precision
 =========================== =======================================================================
 
+``log_shape`` describes the log itself (what kind of log speculation faces), from a history
+window and the window that followed it:
+
+=========================== =======================================================================
+repeat_share                share of the known users' future rows on pairs of the history
+new_pair_share              share of the known users' distinct future pairs not in the history
+new_item_share              share of the known users' future rows on items the history lacks
+known_row_share             share of the future rows made by known users
+rows_per_pair               history rows per distinct (user, item) pair (1: no repeats)
+items_per_user              median distinct items per user in the history (user sparsity)
+density                     history pairs / (users x items)
+item_lifetime_days          median days between an item's first and last history row
+=========================== =======================================================================
+
 ``coverage_metrics`` is the one implementation; the per-interval DAG evaluation (published pairs
 of interval t against the logs of t+1) and ``solaris speculation-eval`` both call it.
 """
@@ -165,3 +179,44 @@ def plot_coverage_curves(curves: dict[str, list[dict]], path: str, title: str) -
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def log_shape(history, future, known_users) -> dict:
+    """The shape figures of the module doc (``known_users``: DataFrame with user_id)."""
+    from pyspark.sql import functions as F
+
+    pairs = history.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("n")).cache()
+    hist = pairs.agg(F.count(F.lit(1)).alias("pairs"), F.sum("n").alias("rows"),
+                     F.countDistinct("user_id").alias("users"),
+                     F.countDistinct("item_id").alias("items")).first()
+    per_user = pairs.groupBy("user_id").count().agg(
+        F.percentile_approx("count", 0.5).alias("median")).first()["median"]
+    span = (F.max(F.col("ts").cast("double")) - F.min(F.col("ts").cast("double"))) / 86400.0
+    lifetime = history.groupBy("item_id").agg(span.alias("days")).agg(
+        F.percentile_approx("days", 0.5).alias("median")).first()["median"]
+    ahead = _future_pairs(future, known_users)
+    items = pairs.select("item_id").distinct().withColumn("old_item", F.lit(True))
+    seen = pairs.select("user_id", "item_id", F.lit(True).alias("old_pair"))
+    joined = (ahead.join(seen, ["user_id", "item_id"], "left")
+              .join(items, "item_id", "left").fillna(False, subset=["old_pair", "old_item"]))
+    known, old_pair, old_item = F.col("known"), F.col("old_pair"), F.col("old_item")
+    row = joined.agg(
+        F.sum("rows").alias("rows"),
+        F.sum(F.when(known, F.col("rows")).otherwise(0)).alias("known_rows"),
+        F.sum(F.when(known & old_pair, F.col("rows")).otherwise(0)).alias("repeat_rows"),
+        F.sum(F.when(known & ~old_item, F.col("rows")).otherwise(0)).alias("new_item_rows"),
+        F.sum(known.cast("long")).alias("known_pairs"),
+        F.sum((known & ~old_pair).cast("long")).alias("new_pairs"),
+    ).first().asDict()
+    pairs.unpersist()
+    row = {k: v or 0 for k, v in row.items()}
+    return {
+        "repeat_share": ratio(row["repeat_rows"], row["known_rows"]),
+        "new_pair_share": ratio(row["new_pairs"], row["known_pairs"]),
+        "new_item_share": ratio(row["new_item_rows"], row["known_rows"]),
+        "known_row_share": ratio(row["known_rows"], row["rows"]),
+        "rows_per_pair": ratio(hist["rows"] or 0, hist["pairs"]),
+        "items_per_user": per_user,
+        "density": ratio(hist["pairs"], (hist["users"] or 0) * (hist["items"] or 0)),
+        "item_lifetime_days": lifetime,
+    }

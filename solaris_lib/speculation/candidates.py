@@ -8,8 +8,8 @@ faiss           the user's nearest live items by ALS factor (see :mod:`faiss_ind
 item_faiss      item-to-item: nearest live items (cosine of ALS item factors) to the user's
                 recent items, one query per user (see :mod:`recent`)
 cooccurrence    neighbours (shared users) of the user's most recent items
-popular         the most popular live items (decayed row count) for every known user; with repeat
-                on, the most popular ones new to the user
+popular         the most popular live items (by a measure chosen on the labelled previous interval,
+                see :mod:`popular`) for every known user; with repeat on, new to the user
 miss            pairs the online client reported as misses (Redis stream, when present)
 =============== ==================================================================================
 
@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from solaris_lib.sparkutil import exact_sum
-from solaris_lib.speculation.config import SpeculateConfig
+from solaris_lib.speculation.config import SOURCES, SpeculateConfig
 from solaris_lib.speculation.mined import Mined
+from solaris_lib.speculation.popular import available_measures, popular_candidates
 from solaris_lib.speculation.recent import recent_queries, unit_items
 
 log = logging.getLogger(__name__)
 
 _RECENT_ITEMS_PER_USER = 20
+SOURCE_FLAGS = {source: 1 << bit for bit, source in enumerate(SOURCES)}  # bits of source_flags
 
 
 @dataclass
@@ -111,54 +113,6 @@ def repeat_candidates(mined: Mined, live):
     return mined.pair_stats.join(live.select("item_id"), "item_id").select(
         "user_id", "item_id", F.lit("repeat").alias("source"), F.lit(None).cast("double").alias("v")
     )
-
-
-def popular_candidates(mined: Mined, live, n: int, seen=None):
-    """The ``n`` live items with the largest decayed counts (ties: smaller id), for every user.
-
-    With ``seen`` (``(user_id, seen array<long>)``, :func:`seen_lists`: the pairs the repeat
-    source proposes anyway), each user gets the ``n`` most popular items new to them, from the
-    ``2n`` most popular: an active user who was already scored on much of the head gets the
-    next ones instead of repeats (in the default world the top decile of users had been scored
-    on 42% of the 685 most popular live items; in a ratings log nobody rates a film twice).
-    The ``2n`` ranked ids travel with the function; each user's list is cut where it stands
-    (one pass over the users, no shuffle): at most users x ``n`` rows either way.
-    """
-    from pyspark.sql import functions as F
-
-    ranked = live.orderBy(F.col("decayed").desc(), "item_id").limit(2 * n if seen is not None else n)
-    users = mined.user_stats.select("user_id")
-    if seen is None:
-        pairs = users.crossJoin(F.broadcast(ranked.select("item_id")))
-    else:
-        top = [r["item_id"] for r in ranked.select("item_id").collect()]  # in rank order
-        pairs = users.join(seen, "user_id", "left").mapInPandas(
-            _new_items_of(top, n), "user_id long, item_id long")
-    return pairs.select(
-        "user_id", "item_id", F.lit("popular").alias("source"), F.lit(None).cast("double").alias("v")
-    )
-
-
-def _new_items_of(ranked: list[int], n: int):
-    """mapInPandas function: (user_id, seen) batches -> (user_id, item_id), each user's first
-    ``n`` of ``ranked`` that are not in ``seen`` (null: none seen)."""
-
-    def new_items(batches):
-        from itertools import islice
-
-        import pandas as pd
-
-        for batch in batches:
-            users, items = [], []
-            for user, seen in zip(batch["user_id"], batch["seen"], strict=True):
-                skip = set() if seen is None else set(seen.tolist())
-                picked = list(islice((i for i in ranked if i not in skip), n))
-                users += [user] * len(picked)
-                items += picked
-            yield pd.DataFrame({"user_id": pd.array(users, "int64"),
-                                "item_id": pd.array(items, "int64")})
-
-    return new_items
 
 
 def cooccurrence_candidates(mined: Mined, live, per_user: int):
@@ -278,7 +232,8 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
         seen = seen_lists(mined)
         cached.append(seen)
     if "popular" in config.sources:
-        parts.append(popular_candidates(mined, live, config.popular_count(), seen))
+        parts.append(popular_candidates(mined, live, config.popular_count(), seen,
+                                        available_measures(mined, config)[0]))
     if "cooccurrence" in config.sources:
         parts.append(cooccurrence_candidates(mined, live, config.cooc_count()))
     if "faiss" in config.sources:
@@ -295,11 +250,40 @@ def gather(spark, mined: Mined, config: SpeculateConfig, misses=None) -> Candida
         schema = "user_id long, item_id long, source string, v double"
         parts.append(spark.createDataFrame([], schema))
     union = reduce(lambda a, b: a.unionByName(b), parts)
+    flag = F.lit(0)
+    for source, bit in SOURCE_FLAGS.items():
+        flag = F.when(F.col("source") == source, F.lit(bit)).otherwise(flag)
     pivot = union.groupBy("user_id", "item_id").agg(
-        F.sort_array(F.collect_set("source")).alias("sources"),
+        F.bit_or(flag).alias("source_flags"),
         F.max(F.when(F.col("source") == "faiss", F.col("v"))).alias("faiss_score"),
         F.max(F.when(F.col("source") == "item_faiss", F.col("v"))).alias("item_faiss_score"),
         F.max(F.when(F.col("source") == "cooccurrence", F.col("v"))).alias("cooc_score"),
         F.max(F.when(F.col("source") == "miss", F.col("v"))).alias("miss_count"),
+        F.max(F.when(F.col("source") == "popular", F.col("v"))).alias("popular_score"),
     )
-    return CandidateSet(pivot, kind, recall, tuple(cached))
+    return CandidateSet(pivot.withColumn("sources", sources_of("source_flags")), kind, recall,
+                        tuple(cached))
+
+
+def has_source(source: str, flags: str = "source_flags"):
+    """Column: whether the pair's ``flags`` (:data:`SOURCE_FLAGS` bits) include ``source``."""
+    from pyspark.sql import functions as F
+
+    return F.col(flags).bitwiseAND(F.lit(SOURCE_FLAGS[source])) != 0
+
+
+def flags_of(sources: str):
+    """Column: the :data:`SOURCE_FLAGS` bits of an array<string> ``sources`` column."""
+    from pyspark.sql import functions as F
+
+    bits = [F.when(F.array_contains(sources, s), F.lit(bit)).otherwise(F.lit(0))
+            for s, bit in SOURCE_FLAGS.items()]
+    return sum(bits[1:], bits[0])
+
+
+def sources_of(flags: str):
+    """Column: the sorted source names of the ``flags`` column (array<string>)."""
+    from pyspark.sql import functions as F
+
+    return F.array_compact(F.array(*[F.when(has_source(s, flags), F.lit(s))
+                                     for s in sorted(SOURCE_FLAGS)]))

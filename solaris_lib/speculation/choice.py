@@ -19,12 +19,17 @@ Outputs the ALS factors' schema: ``(user_id long, factor array<float>)`` and
 the user's 6-hour query in this space (``choice_sim_short``, :mod:`recent`).
 
 Cost: each step multiplies users x items x dim twice (1,500 users x 5,500 items x 16 x 300
-steps: 18-27 s on the two CPU cores here); it runs on the GPU when torch sees one. The dense
-logits are bounded by ``choice_chunk_cells``: users are processed in chunks and their gradients
-add up before each step, so the fit is the same whatever the chunking (up to the order of float sums);
-the pairs stay sparse.
-The pairs are collected to the driver (about 24 bytes per distinct pair); catalogues beyond
-about 1e5 items want a sampled softmax, which this module does not implement.
+steps: 18-27 s on the two CPU cores here when they are free); it runs on the GPU when torch sees
+one. The dense logits are bounded by ``choice_chunk_cells``: users are processed in batches
+(chunks) and their gradients add up before each step, so the fit is the same whatever the
+chunking (up to the order of float sums); the pairs stay sparse.
+
+Catalogues above ``choice_full_items`` (1e5) use a sampled softmax: each step draws
+``choice_negatives`` items with probability ``q_k`` proportional to their row weight^0.75
+(shared by every user of the step) and estimates each user's normaliser by importance
+sampling, ``log sum_j exp(s_uj) ~ logsumexp_k(s_uk - log(M q_k))``; the chosen pairs' logits are
+computed pair by pair. A step then costs users x M x dim instead of users x items x dim.
+The pairs are collected to the driver (about 24 bytes per distinct pair).
 """
 
 from __future__ import annotations
@@ -68,13 +73,16 @@ def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: 
     y = (0.1 * torch.randn(n_items, config.choice_dim, generator=generator)).to(device)
     b = torch.zeros(n_items, device=device)
     params = [p.requires_grad_() for p in (x, y, b)]
-    chunks = _chunks(users, items, weight, shape, config.choice_chunk_cells, device)
+    sampler = _sampler(items, weight, n_items, config, device)
+    columns = config.choice_negatives if sampler is not None else n_items
+    chunks = _chunks(users, items, weight, (n_users, columns), config.choice_chunk_cells, device)
     total = float(np.sum(weight))
     optimiser = torch.optim.Adam(params, lr=config.choice_lr)
     started = time.monotonic()
     for step in range(config.choice_steps):
         optimiser.zero_grad()
-        nll = sum(_chunk_loss(chunk, x, y, b, total) for chunk in chunks)
+        negatives = sampler(generator) if sampler is not None else None
+        nll = sum(_chunk_loss(chunk, x, y, b, total, negatives) for chunk in chunks)
         penalty = config.choice_reg * (x.pow(2).sum(1).mean() + y.pow(2).sum(1).mean())
         penalty.backward()
         optimiser.step()
@@ -86,10 +94,32 @@ def fit_choice(users: np.ndarray, items: np.ndarray, weight: np.ndarray, shape: 
     return tuple(p.detach().cpu().numpy().astype(np.float32) for p in params)
 
 
+def _sampler(items, weight, n_items: int, config: RetrievalConfig, device):
+    """None for a full softmax; else a function ``generator -> (items (M,), log(M q) (M,))``
+    drawing ``choice_negatives`` items with replacement, ``q`` proportional to row weight^0.75."""
+    import torch
+
+    if n_items <= config.choice_full_items:
+        return None
+    mass = np.bincount(items, weights=weight, minlength=n_items) ** 0.75 + 1e-12
+    q = torch.as_tensor(mass / mass.sum(), dtype=torch.float64)
+    m = config.choice_negatives
+    log.info("choice model: %d items > %d, sampled softmax over %d items per step", n_items,
+             config.choice_full_items, m)
+
+    def draw(generator):
+        drawn = torch.multinomial(q, m, replacement=True, generator=generator)
+        correction = torch.log(m * q[drawn]).to(torch.float32)
+        return drawn.to(device), correction.to(device)
+
+    return draw
+
+
 def _chunks(users, items, weight, shape, cells: int, device) -> list:
     """[(first user row, last + 1, pair rows in the chunk (n,), pair items (n,), pair weights (n,),
     each user's total weight (last - first,))] covering all users, each chunk at most ``cells``
-    logits (at least one user). The pairs stay sparse: only a chunk's logits are ever dense."""
+    logits (``shape`` = (users, logit columns per user); at least one user). The pairs stay
+    sparse: only a chunk's logits are ever dense."""
     import torch
 
     n_users, n_items = shape
@@ -107,15 +137,23 @@ def _chunks(users, items, weight, shape, cells: int, device) -> list:
     return chunks
 
 
-def _chunk_loss(chunk, x, y, b, total: float) -> float:
+def _chunk_loss(chunk, x, y, b, total: float, negatives=None) -> float:
     """Backpropagate one chunk's share of the mean negative log-likelihood; returns its value.
 
-    ``-sum_pairs w log softmax = -(sum_pairs w * logit - sum_users W_u * logsumexp_u)``."""
+    ``-sum_pairs w log softmax = -(sum_pairs w * logit - sum_users W_u * logsumexp_u)``; with
+    ``negatives`` (sampled items, log(M q)) the normaliser is estimated on them and the chosen
+    logits are computed pair by pair."""
     import torch
 
     first, last, rows, cols, weight, user_totals = chunk
-    logits = x[first:last] @ y.T + b
-    chosen = (weight * logits[rows, cols]).sum()
+    users = x[first:last]
+    if negatives is None:
+        logits = users @ y.T + b
+        chosen = (weight * logits[rows, cols]).sum()
+    else:
+        drawn, correction = negatives
+        logits = users @ y[drawn].T + b[drawn] - correction
+        chosen = (weight * ((users[rows] * y[cols]).sum(1) + b[cols])).sum()
     loss = ((user_totals * torch.logsumexp(logits, dim=1)).sum() - chosen) / total
     loss.backward()
     return float(loss.detach())

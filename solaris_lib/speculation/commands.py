@@ -6,7 +6,9 @@ import json
 
 
 def register(subparsers) -> None:
+    from solaris_lib.speculation.config import SOURCES
     from solaris_lib.speculation.jobargs import add_als_arguments, add_live_arguments
+    from solaris_lib.speculation.selection import RANKINGS
 
     cmd = subparsers.add_parser(
         "speculation-eval",
@@ -32,7 +34,11 @@ def register(subparsers) -> None:
                      "pool's depth; default 0: the budget per user)")
     add_live_arguments(cmd)
     add_als_arguments(cmd, prefix="als-")
-    cmd.add_argument("--scorer", choices=("auto", "learned", "heuristic"), default="auto")
+    cmd.add_argument("--scorer", choices=("auto", *RANKINGS), default="auto",
+                     help="auto: the ranking that covered most of the latest labelled interval "
+                     "(reported as selected); or one ranking")
+    cmd.add_argument("--sources", default=",".join(SOURCES),
+                     help=f"candidate sources, comma-separated (default {','.join(SOURCES)})")
     cmd.add_argument("--out", default=None, help="folder for pairs, report.json and the PNG")
     cmd.add_argument("--json", action="store_true", help="one JSON object as the last line")
     cmd.add_argument("--dump-candidates", default=None, metavar="DIR",
@@ -61,6 +67,7 @@ def _evaluate(args) -> int:
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
         live=live_overrides(args, settings), als=als_overrides(args), dump=args.dump_candidates,
+        sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)
     report = evaluate_speculation(spark, request)
@@ -81,6 +88,7 @@ def _print_summary(report: dict) -> None:
     print(f"waste                   {_fmt(report['waste'])}")
     print(f"pairs precomputed       {report['pairs_precomputed']:,}")
     print(f"budget per user         {report['budget_per_user']}")
+    print(f"ranking kept            {report.get('selected', 'n/a')}")
     for name, value in report["baselines"].items():
         print(f"baseline {name:<14} {_fmt(value)}")
     if report.get("note"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +28,10 @@ class MineConfig(BaseModel):
     )
     trend_window: timedelta = Field(
         timedelta(days=1), description="Recent window whose rate, over the lookback's, is the trend."
+    )
+    short_window: timedelta = Field(
+        timedelta(days=7), description="Window of item_stats.short_rows: the rows of the last "
+        "days, one of the popularity measures the popular source may rank by."
     )
     cooc_items_per_user: int = Field(
         40, ge=1, description="A user's most-scored items that enter co-occurrence counting."
@@ -67,6 +72,15 @@ class RetrievalConfig(BaseModel):
         1 << 24, ge=1, description="Choice model: most user x item logits in memory at once "
         "(users are processed in chunks of this many cells; gradients add over chunks)."
     )
+    choice_full_items: int = Field(
+        100_000, ge=1, description="Choice model: catalogues up to this many items use the full "
+        "softmax; larger ones a sampled softmax over choice_negatives items per step."
+    )
+    choice_negatives: int = Field(
+        4096, ge=1, description="Choice model, sampled softmax: items drawn per step (by their "
+        "row weight^0.75, shared by all users of the step) to estimate each user's softmax "
+        "normaliser."
+    )
 
 
 class SpeculateConfig(BaseModel):
@@ -83,7 +97,7 @@ class SpeculateConfig(BaseModel):
         "total by score across users; 0: budget_per_user. The candidate pools stay sized by "
         "budget_per_user either way."
     )
-    sources: tuple[str, ...] = Field(SOURCES, description="Candidate sources to use.")
+    sources: tuple[Literal[SOURCES], ...] = Field(SOURCES, description="Candidate sources to use.")
     faiss_k: int = Field(
         0, ge=0, description="Nearest live items per user from each FAISS source (faiss, "
         "item_faiss); 0: budget."
@@ -92,7 +106,12 @@ class SpeculateConfig(BaseModel):
         50_000, ge=1, description="Live catalogues up to this size use exact IndexFlatIP; above, IVF."
     )
     popular_n: int = Field(
-        0, ge=0, description="Popular/trending items offered to every user; 0: budget_per_user."
+        0, ge=0, description="Popular items offered to every user; 0: budget_per_user."
+    )
+    popular_by: tuple[Literal["decayed", "short", "lookback"], ...] = Field(
+        ("decayed", "short", "lookback"), min_length=1, description="Popularity measures the "
+        "popular source may rank by (popular.MEASURES): with a labelled previous interval the "
+        "one whose lists covered most of it, else the first."
     )
     cooc_per_user: int = Field(
         0, ge=0, description="Co-occurrence candidates kept per user; 0: budget_per_user."
@@ -110,9 +129,22 @@ class SpeculateConfig(BaseModel):
         "the silence beyond which items carried at most this share of that interval's rows "
         "(sparse logs whose items come back after weeks); 0: live_window as given."
     )
-    scorer: str = Field("auto", pattern="^(auto|learned|heuristic)$",
-                        description="auto: learned when a labelled previous interval exists.")
+    scorer: str = Field(
+        "auto", pattern="^(auto|learned|heuristic|repeat|popular|faiss|item_faiss|cooccurrence)$",
+        description="auto: with a labelled previous interval, the ranking (learned scorer, "
+        "heuristic or one source's own, selection.RANKINGS) that covered most of it, else the "
+        "heuristic; a ranking's name: that ranking (learned: when a labelled interval exists)."
+    )
+    validation_max_candidates: int = Field(
+        4_000_000, ge=1, description="Most labelled candidates the rankings are validated on "
+        "(collected to the driver, about 80 bytes each); beyond, a hash sample of users."
+    )
     seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")
+
+    def uses_factors(self) -> bool:
+        """Whether a run needs retrieval factors: a FAISS source, or a learned scorer (whose
+        features include the factors' scores)."""
+        return self.scorer in ("auto", "learned") or bool({"faiss", "item_faiss"} & set(self.sources))
 
     def user_cap(self) -> int:
         """Most pairs kept per user (the selection cap, not the candidate pool size)."""

@@ -22,6 +22,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.sparkutil import collect_garbage
 from solaris_lib.speculation.config import (
+    SOURCES,
     MineConfig,
     RetrievalConfig,
     SpeculateConfig,
@@ -32,7 +33,6 @@ from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 
 log = logging.getLogger(__name__)
 
-BASELINES = {"repeat": ("repeat",), "popularity": ("popular",), "faiss": ("faiss",)}
 _MIN_TRAIN_HISTORY = timedelta(hours=1)
 ALLOCATIONS = ("per-user", "global")
 GLOBAL_USER_CAP = 4  # with --allocation global, one user keeps at most this x the budget
@@ -54,10 +54,15 @@ class EvalRequest:
     live: dict = field(default_factory=dict)  # live-item fields of SpeculateConfig (jobargs)
     dump: str | None = None  # folder for the scorer's inputs and the future rows (scorer_replay)
     als: dict = field(default_factory=dict)  # RetrievalConfig fields given (rank, alpha, reg, ...)
+    sources: tuple[str, ...] = SOURCES  # candidate sources of the run
 
     def retrieval(self) -> RetrievalConfig:
         """The run's ALS settings: the config's defaults with ``als`` over them."""
         return retrieval_config(lookback=self.lookback, **self.als)
+
+    def speculate(self) -> SpeculateConfig:
+        """The speculate settings given (sources, scorer, live items), before the budget."""
+        return speculate_config(sources=self.sources, scorer=self.scorer, **self.live)
 
     def __post_init__(self) -> None:
         if (self.budget_per_user is None) == (self.budget_factor is None):
@@ -66,7 +71,7 @@ class EvalRequest:
             raise ConfigError(f"--allocation must be one of {', '.join(ALLOCATIONS)}")
         if self.faiss_k < 0:
             raise ConfigError("--faiss-k must be 0 (the budget) or a positive count")
-        speculate_config(**self.live)  # a bad live knob fails here, before any Spark work
+        self.speculate()  # a bad live knob or source fails here, before any Spark work
         self.retrieval()  # and so does a bad ALS knob
         if self.allocation == "global" and self.global_budget is not None:
             raise ConfigError("--allocation global sets the global budget itself (the budget "
@@ -107,7 +112,7 @@ def train_inputs(spark, request: EvalRequest, history, mine_cfg: MineConfig,
     t = F.col("ts").cast("double")
     past = history.filter(t >= (split - request.lookback).timestamp()).filter(t < split.timestamp())
     labels = history.filter(t >= split.timestamp())
-    factors = (train_factors(past, split, retrieval_cfg) if "faiss" in SpeculateConfig().sources
+    factors = (train_factors(past, split, retrieval_cfg) if request.speculate().uses_factors()
                else (None, None))
     log.info("scorer training split at %s", split.isoformat())
     return mined_in_memory(spark, past, split, mine_cfg, factors), labels
@@ -136,7 +141,7 @@ def _speculate_config(request: EvalRequest, budget: int, known_users) -> Specula
     total (``budget`` x known users) goes to the best pairs across users, one user keeping at
     most ``GLOBAL_USER_CAP`` x ``budget``; the candidate pools are sized by ``budget`` alike."""
     common = {"budget_per_user": budget, "scorer": request.scorer, "faiss_k": request.faiss_k,
-              **request.live}
+              "sources": request.sources, **request.live}
     if request.allocation == "per-user":
         return speculate_config(global_budget=request.global_budget, **common)
     total = budget * max(1, known_users.count())
@@ -162,7 +167,7 @@ def _empty_report(request: EvalRequest, reason: str) -> dict:
     log.warning("%s", reason)
     return {"coverage": None, "coverage_all": None, "waste": None, "pairs_precomputed": 0,
             "budget_per_user": request.budget_per_user, "mean_future_pairs_per_user": None,
-            "baselines": {name: None for name in BASELINES}, "note": reason}
+            "baselines": {}, "note": reason}
 
 
 def evaluate_speculation(spark, request: EvalRequest) -> dict:
@@ -187,8 +192,9 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
     retrieval_cfg = request.retrieval()
     if history.limit(1).count() == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
-    mined = mined_in_memory(spark, history, request.cutoff, mine_cfg,
-                            train_factors(history, request.cutoff, retrieval_cfg))
+    factors = (train_factors(history, request.cutoff, retrieval_cfg)
+               if request.speculate().uses_factors() else (None, None))
+    mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, factors)
     try:
         return _evaluate_mined(spark, request, (history, future), mined, (mine_cfg, retrieval_cfg),
                                started)
@@ -200,7 +206,7 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
     """:func:`_evaluate` once the history is mined: speculate, score, compare with baselines.
     ``windows``: (history, future) rows; ``configs``: (MineConfig, RetrievalConfig) of the run.
     Releases what it caches on every path (the caller releases ``mined``)."""
-    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
+    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics, log_shape
 
     history, future = windows
     budget = _budget(request, future, mined.user_stats)
@@ -213,7 +219,6 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
             _dump_future(future, mined.user_stats, config, request.dump)
         ranked = result.ranked.cache()
         ranked.count()
-        result.release()
     finally:
         if train_on is not None:
             train_on[0].release(factors=True)
@@ -221,15 +226,18 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
         report = coverage_metrics(ranked, future, mined.user_stats)
         budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
         curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
-        same_live = config.model_copy(update={"live_window": result.live_window})
-        baselines = _baselines(spark, mined, same_live, future, budgets, curves)
+        baselines = _baselines(result, future, budgets, curves, report["future_rows_known"])
         report.update({
             "budget_per_user": budget, "allocation": request.allocation,
             "global_budget": config.global_budget, "faiss_k": config.faiss_count(),
-            "baselines": baselines, "scorer": result.scorer,
+            "selected": result.scorer, "baselines": baselines,
+            "best_baseline": _best(baselines),
+            "validation": result.validation.report() if result.validation else None,
+            "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
             "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
             "live_window_s": result.live_window.total_seconds(),
+            "shape": log_shape(history, future, mined.user_stats),
             "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
             "lookback_s": request.lookback.total_seconds(),
             "als": configs[1].model_dump(include={"rank", "max_iter", "alpha", "reg"}),
@@ -241,26 +249,52 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
         return report
     finally:
         ranked.unpersist()
+        result.release()
 
 
-def _baselines(spark, mined, config: SpeculateConfig, future, budgets, curves: dict) -> dict:
-    """Coverage of known users for each single-source baseline (heuristic scorer, the same
-    budget and live items as ``config``); adds each one's coverage-vs-budget curve to ``curves``."""
-    from solaris_lib.evaluation.speculation import coverage_curve, coverage_metrics
+def _best(baselines: dict) -> dict | None:
+    """The best single-source baseline: {name, coverage}; None without any."""
+    scored = {n: c for n, c in baselines.items() if c is not None}
+    if not scored:
+        return None
+    name = max(scored, key=scored.get)
+    return {"name": name, "coverage": scored[name]}
 
-    baselines = {}
-    for name, sources in BASELINES.items():
-        single = config.model_copy(update={"sources": sources, "scorer": "heuristic"})
-        single_result = speculate_frames(spark, mined, single)
-        chosen = single_result.ranked.cache()
-        try:
-            chosen.count()
-            single_result.release()
-            baselines[name] = coverage_metrics(chosen, future, mined.user_stats)["coverage"]
-            curves[name] = coverage_curve(chosen, future, mined.user_stats, budgets)
-        finally:
-            chosen.unpersist()
-    return baselines
+
+def _baselines(result, future, budgets, curves: dict, rows_known) -> dict:
+    """Coverage of known users for each single-source ranking of the run's own candidates
+    (:data:`selection.SINGLE_SOURCES` among the run's sources; the same budgets and live items),
+    selected as the run would select with that ranking; adds each one's coverage-vs-budget
+    curve (per-user truncation of its selection) to ``curves``."""
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from solaris_lib.evaluation.speculation import ratio
+    from solaris_lib.speculation.scorer import pair_rows
+    from solaris_lib.speculation.selection import (
+        SINGLE_SOURCES,
+        Budget,
+        per_user_rank,
+        select,
+        user_cap,
+    )
+
+    config = result.config
+    names = [n for n in SINGLE_SOURCES if n in config.sources]
+    frame = result.features.select("user_id", "item_id", *[f"score_{n}" for n in names]).join(
+        pair_rows(future), ["user_id", "item_id"], "left").fillna(0.0, subset=["rows"])
+    local = frame.withColumn("rows", F.col("rows").cast("double")).toPandas()
+    user, item = local["user_id"].to_numpy(np.int64), local["item_id"].to_numpy(np.int64)
+    rows = local["rows"].to_numpy(np.float64)
+    out = {}
+    for name in names:
+        score = local[f"score_{name}"].to_numpy(np.float64)
+        kept = select(user, item, score, Budget(user_cap(name, config), config.global_budget))
+        out[name] = ratio(rows[kept].sum(), rows_known)
+        rank = per_user_rank(user, item, np.where(kept, score, np.nan))
+        curves[name] = [{"budget": b, "coverage": ratio(rows[(rank > 0) & (rank <= b)].sum(),
+                                                        rows_known)} for b in budgets]
+    return out
 
 
 def _write_outputs(ranked, out: str, curves: dict, report: dict) -> str:

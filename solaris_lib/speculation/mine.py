@@ -11,7 +11,7 @@ user_history    user_id, item_ids list<int64>, ts list<timestamp>, clicked list<
 pair_stats      user_id, item_id, times_scored, times_shown, clicks, first_seen, last_seen, decayed,
                 recent_decayed (the same sum with the short ``recent_half_life``)
 item_stats      item_id, popularity (rows), users, decayed, recent (rows in the trend window), trend,
-                first_seen, last_seen
+                first_seen, last_seen, short_rows (rows in the short window)
 user_stats      user_id, requests, rows, decayed_requests, first_seen, last_seen
 cooccurrence    item_id, neighbor_id, users (users scored on both), rank (1 = most shared)
 =============== =====================================================================================
@@ -102,11 +102,14 @@ def pair_stats(logs, end: datetime, half_life_s: float, recent_half_life_s: floa
     )
 
 
-def item_stats(logs, end: datetime, half_life_s: float, trend_window_s: float, span_s: float):
-    """Per item: popularity (rows), reach, recency and trend (recent rate / window rate)."""
+def item_stats(logs, end: datetime, half_life_s: float, trend_window_s: float, span_s: float,
+               short_window_s: float):
+    """Per item: popularity (rows), reach, recency, trend (recent rate / window rate) and the
+    rows of the short window."""
     from pyspark.sql import functions as F
 
-    recent = F.col("ts").cast("double") >= F.lit(_epoch(end) - trend_window_s)
+    since = F.col("ts").cast("double")
+    recent = since >= F.lit(_epoch(end) - trend_window_s)
     window_s = max(span_s, trend_window_s)
     stats = logs.groupBy("item_id").agg(
         F.count(F.lit(1)).alias("popularity"),
@@ -115,6 +118,7 @@ def item_stats(logs, end: datetime, half_life_s: float, trend_window_s: float, s
         F.sum(recent.cast("long")).alias("recent"),
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
+        F.sum((since >= F.lit(_epoch(end) - short_window_s)).cast("long")).alias("short_rows"),
     )
     rate_ratio = window_s / trend_window_s
     return stats.withColumn(
@@ -179,7 +183,8 @@ def mine(logs, end: datetime, config: MineConfig) -> dict:
         "user_history": user_history(logs, end, config.max_history, has_positions(logs)),
         "pair_stats": pairs,
         "item_stats": item_stats(
-            logs, end, half_life_s, config.trend_window.total_seconds(), span_s
+            logs, end, half_life_s, config.trend_window.total_seconds(), span_s,
+            config.short_window.total_seconds(),
         ),
         "user_stats": user_stats(logs, end, half_life_s),
         "cooccurrence": cooccurrence(pairs, config.cooc_items_per_user, config.cooc_top_n),

@@ -24,10 +24,24 @@ from solaris_lib.layout import MINED, RETRIEVAL, SPECULATED, DataLayout, join
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
-from solaris_lib.speculation.candidates import calibrate_live_window, gather
+from solaris_lib.speculation.candidates import (
+    calibrate_live_window,
+    gather,
+    live_items,
+    seen_lists,
+)
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
 from solaris_lib.speculation.mined import Mined
+from solaris_lib.speculation.popular import available_measures, choose_measure
+from solaris_lib.speculation.selection import (
+    Budget,
+    Validation,
+    ranked_by,
+    ranking_scores,
+    user_cap,
+    validate,
+)
 from solaris_lib.storage import exists
 
 log = logging.getLogger(__name__)
@@ -41,12 +55,16 @@ class SpeculationResult:
 
     pairs: object
     ranked: object  # pairs plus ``rank`` (1 = the user's best), for coverage-vs-budget curves
-    scorer: str  # "learned" | "heuristic"
+    scorer: str  # the ranking kept (selection.RANKINGS)
     faiss_kind: str | None
     faiss_recall: float | None
     candidates: int
     cached: tuple = ()  # frames ``pairs`` and ``ranked`` are computed from
     live_window: timedelta | None = None  # the live window used (calibrated when trained)
+    validation: Validation | None = None  # every ranking's coverage on the labelled interval
+    config: SpeculateConfig | None = None  # the run's config, calibrated (window, measure)
+    features: object = None  # the candidates with features and ranking scores (cached)
+    model: object = None  # the learned scorer, None without one
 
     def release(self) -> None:
         """Unpersist the candidates, features and live items behind ``pairs``; call it once
@@ -140,45 +158,95 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     """Choose the pairs to precompute from ``mined``.
 
     ``train_on``: (Mined as of the previous interval's end, log rows of the interval that
-    followed it) to calibrate the live window (:func:`calibrate_live_window`) and fit the
-    learned scorer; None: ``config.live_window`` and the heuristic scorer (also the scorer when
-    ``config.scorer == "heuristic"``).
+    followed it): the labelled interval on which the run calibrates its live window
+    (:func:`calibrate_live_window`), chooses its popularity measure
+    (:func:`popular.choose_measure`), fits the learned scorer and, with ``config.scorer`` auto,
+    validates every ranking and keeps the best (:func:`selection.validate`). None:
+    ``config.live_window``, the first measure and the heuristic (or the ranking named by
+    ``config.scorer``).
     ``dump``: a folder that receives the scorer's inputs as parquet, for offline scorer
     experiments (``benchmarks/scorer_replay.py``): ``train`` (the previous interval's labelled
     candidates: ids, :data:`scorer.FEATURES`, ``rows``, ``label``) and ``candidates`` (this
     run's candidates: ids, features, ``sources``, ``score``).
     """
     started = time.monotonic()
-    model = None
+    model, validation = None, None
     if train_on is not None:
-        config = config.model_copy(update={"live_window": calibrate_live_window(*train_on, config)})
-    if train_on is not None and config.scorer != "heuristic":
-        past, future = train_on
-        past_found = gather(spark, past, config)
-        labelled = scorer.label(scorer.add_features(past_found.pairs, past), future).cache()
-        model = scorer.train(labelled, seed=config.seed)
-        if dump:
-            _dump(labelled.select("user_id", "item_id", *scorer.FEATURES, "rows", "label"),
-                  join(dump, "train"))
-        for frame in (labelled, *past_found.cached):
-            frame.unpersist()
+        config = calibrated(spark, *train_on, config)
+    if train_on is not None and config.scorer in ("auto", "learned"):
+        model, validation = _fit_and_validate(spark, train_on, mined, config, dump)
     elif config.scorer == "learned":
         log.warning("no labelled previous interval: the heuristic scorer is used")
+    ranking = _ranking(config, model, validation)
     found = gather(spark, mined, config, misses)
-    needs_als = model is not None or "faiss" in config.sources
-    features = scorer.add_features(found.pairs, mined, with_als=needs_als).cache()
+    needs_factors = model is not None or bool({"faiss", "item_faiss"} & set(config.sources))
+    features = ranking_scores(scorer.add_features(found.pairs, mined, with_als=needs_factors))
+    features = features.cache()
     candidates = features.count()
-    scored = scorer.score(features, model)
+    log.info("%d candidates with features in %.1f s", candidates, time.monotonic() - started)
+    scored = ranked_by(features, ranking, model)
     if dump:
         _dump(scored.select("user_id", "item_id", *scorer.FEATURES, "sources", "score"),
               join(dump, "candidates"))
-    chosen = scorer.apply_budgets(scored, config.user_cap(), config.global_budget)
-    pairs = chosen.select(*OUTPUT_COLUMNS)
-    log.info("speculated from %d candidates with the %s scorer in %.1f s", candidates,
-             "learned" if model else "heuristic", time.monotonic() - started)
-    return SpeculationResult(pairs, chosen, "learned" if model else "heuristic", found.faiss_kind,
+    chosen = scorer.apply_budgets(scored, user_cap(ranking, config), config.global_budget)
+    log.info("speculated from %d candidates ranked by %s in %.1f s", candidates, ranking,
+             time.monotonic() - started)
+    return SpeculationResult(chosen.select(*OUTPUT_COLUMNS), chosen, ranking, found.faiss_kind,
                              found.faiss_recall, candidates, (features, *found.cached),
-                             config.live_window)
+                             config.live_window, validation, config, features, model)
+
+
+def _ranking(config: SpeculateConfig, model, validation) -> str:
+    """The ranking the run keeps: validated, named by the config, or the fallback."""
+    if validation is not None:
+        return validation.selected
+    if config.scorer == "learned" and model is not None:
+        return "learned"
+    return config.scorer if config.scorer not in ("auto", "learned") else "heuristic"
+
+
+def calibrated(spark, past: Mined, labels, config: SpeculateConfig) -> SpeculateConfig:
+    """``config`` with the live window and the popularity measure chosen on the labelled
+    previous interval (``past``, ``labels``)."""
+    config = config.model_copy(update={"live_window": calibrate_live_window(past, labels, config)})
+    if "popular" not in config.sources or len(available_measures(past, config)) < 2:
+        return config
+    live = live_items(past, config).cache()
+    seen = seen_lists(past) if "repeat" in config.sources else None
+    measure, _ = choose_measure(past, labels, live, seen, config)
+    for frame in (live, seen):
+        if frame is not None:
+            frame.unpersist()
+    return config.model_copy(update={"popular_by": (measure,)})
+
+
+def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, dump):
+    """(model, validation): the learned scorer fitted on the labelled previous interval and,
+    with ``config.scorer`` auto, every ranking validated there (None otherwise)."""
+    from pyspark.sql import functions as F
+
+    past, labels = train_on
+    started = time.monotonic()
+    past_found = gather(spark, past, config)
+    labelled = scorer.label(scorer.add_features(past_found.pairs, past), labels).cache()
+    log.info("%d labelled candidates of the previous interval in %.1f s", labelled.count(),
+             time.monotonic() - started)
+    if dump:
+        _dump(labelled.select("user_id", "item_id", *scorer.FEATURES, "rows", "label"),
+              join(dump, "train"))
+    sample = scorer.training_sample(labelled, seed=config.seed)
+    model = scorer.fit_sample(sample)
+    validation = None
+    if config.scorer == "auto":
+        users = past.user_stats.select("user_id")
+        known = users.join(labels.groupBy("user_id").agg(F.count(F.lit(1)).alias("rows")),
+                           "user_id", "left").fillna(0, subset=["rows"])
+        budget = Budget(config.user_cap(), config.global_budget).scaled(
+            users.count(), mined.user_stats.count())
+        validation = validate(labelled, known, budget, config, sample if model else None)
+    for frame in (labelled, *past_found.cached):
+        frame.unpersist()
+    return model, validation
 
 
 def _dump(frame, path: str) -> None:
@@ -205,5 +273,7 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     for used in (mined, *(train_on[:1] if train_on else ())):
         used.release()
     return {"interval": interval.key, "pairs": rows, "scorer": result.scorer,
+            "validation": result.validation.report() if result.validation else None,
+            "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
             "faiss_recall": result.faiss_recall}

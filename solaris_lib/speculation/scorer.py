@@ -37,24 +37,24 @@ miss             log1p(reported misses)
 source fires, treating them as independent,
 ``1 - (1 - p_rep)(1 - p_pop)(1 - 0.5 faiss clip(als, 0, 1))(1 - 0.2 [cooc > 0])(1 - 0.5 [miss])``.
 
-**Learned**: Spark MLlib logistic regression (or gradient-boosted trees) on these features, trained
-on the candidates of the previous interval with label 1 when the pair was scored in the interval
-that followed, each positive weighted by its rows there (coverage counts requests).
+**Learned**: a logistic regression on these features (:mod:`logistic`, fitted in numpy on a
+hash sample of the candidates), trained on the candidates of the previous interval with label 1
+when the pair was scored in the interval that followed, each positive weighted by its rows there
+(coverage counts requests).
 """
 
 from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from solaris_lib.sparkutil import exact_sum
+from solaris_lib.speculation import logistic
+from solaris_lib.speculation.candidates import flags_of, sources_of
+from solaris_lib.speculation.factor_scores import PRODUCTS, with_factor_scores
+from solaris_lib.speculation.logistic import LinearScorer
 from solaris_lib.speculation.mined import Mined
-from solaris_lib.speculation.recent import (
-    choice_short_interest,
-    recent_queries,
-    short_interest,
-    unit_items,
-    unit_vectors,
-)
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,16 @@ FEATURES = (
     "choice_sim_short", "user_rate",
 )
 RATE_FLOOR_S = 6 * 3600.0
+SOURCE_VALUES = ("faiss_score", "item_faiss_score", "cooc_score", "miss_count", "popular_score")
+BROADCAST_ROWS = 2_000_000  # (user, item) tables up to this size join the candidates by broadcast
 
 
 def add_features(candidates, mined: Mined, with_als: bool = True):
     """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
 
-    ``with_als`` False skips the factor joins (``als``, ``recent_sim``, ``recent_sim_short``,
-    ``audience_sim``, ``choice`` and ``choice_sim_short`` are 0), for runs that do not use them.
+    ``with_als`` False skips the factor-space features (``als``, ``recent_sim``,
+    ``recent_sim_short``, ``audience_sim``, ``choice`` and ``choice_sim_short`` are 0,
+    :mod:`factor_scores`), for runs that do not use them.
     """
     from pyspark.sql import functions as F
 
@@ -88,17 +91,15 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     span = F.greatest(F.lit(t) - F.col("first_seen").cast("double"), F.lit(RATE_FLOOR_S))
     users = mined.user_stats.select("user_id", F.col("decayed_requests").alias("ur"),
                                     F.log(F.col("requests") * 86400.0 / span).alias("urate"))
-    df = candidates.join(pairs, ["user_id", "item_id"], "left").join(F.broadcast(items), "item_id", "left")
-    df = df.join(F.broadcast(users), "user_id", "left")
-    factor_features = ["als", "recent_sim", "recent_sim_short", "audience_sim", "choice",
-                       "choice_sim_short"]
+    candidates = _source_columns(candidates)
     if with_als:
-        df = with_short_scores(with_recent_score(with_als_score(df, mined), mined), mined)
-        df = with_choice_scores(df, mined)
+        candidates = with_factor_scores(candidates, mined)
     else:
-        for name in factor_features:
-            df = df.withColumn(name, F.lit(0.0))
-    df = df.fillna(0.0, subset=["pd", "ur", "urate", "idec", *factor_features])
+        candidates = candidates.select("*", *[F.lit(0.0).alias(name) for name in PRODUCTS])
+    df = candidates.join(small(pairs, BROADCAST_ROWS), ["user_id", "item_id"], "left")
+    df = df.join(F.broadcast(items), "item_id", "left")
+    df = df.join(F.broadcast(users), "user_id", "left")
+    df = df.fillna(0.0, subset=["pd", "ur", "urate", "idec"])
     expected = F.col("ur") * F.col("idec") / F.lit(total_requests)
     columns = {
         "pair_n": F.log1p(F.coalesce(F.col("times_scored"), F.lit(0))),
@@ -124,82 +125,24 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "choice_sim_short": F.col("choice_sim_short"),
         "user_rate": F.col("urate"),
     }
-    df = df.select("user_id", "item_id", "sources",
+    df = df.select("user_id", "item_id", sources_of("source_flags").alias("sources"),
+                   "source_flags", "popular_score",
                    *[c.cast("double").alias(name) for name, c in columns.items()])
     return df.withColumn("heuristic", heuristic_score())
 
 
-def _dot(df, users, items, name: str):
-    """Add ``name``: inner product of ``users.factor`` and ``items.factor`` (null when missing)."""
+def _source_columns(candidates):
+    """``candidates`` with ``source_flags`` (from ``sources`` when absent) instead of the
+    ``sources`` array (rebuilt from the flags at the end: arrays are slow to ship to Python),
+    and null source values where a column is absent (candidates built by hand)."""
     from pyspark.sql import functions as F
 
-    users = users.select("user_id", F.col("factor").alias("uf"))
-    items = items.select("item_id", F.col("factor").alias("vf"))
-    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
-    return joined.withColumn(name, _dot_column("uf", "vf")).drop("uf", "vf")
-
-
-def _dot_column(left: str, right: str):
-    """Column: the inner product of the float arrays ``left`` and ``right`` (null when either is
-    null), summed as doubles."""
-    from pyspark.sql import functions as F
-
-    return F.aggregate(F.zip_with(left, right, lambda x, y: x * y), F.lit(0.0),
-                       lambda acc, v: acc + v.cast("double"))
-
-
-def with_als_score(df, mined: Mined):
-    """Add ``als``: the inner product of the pair's ALS factors (null when either is missing)."""
-    from pyspark.sql import functions as F
-
-    if mined.user_factors is None or mined.item_factors is None:
-        return df.withColumn("als", F.lit(0.0))
-    return _dot(df, mined.user_factors, mined.item_factors, "als")
-
-
-def with_recent_score(df, mined: Mined):
-    """Add ``recent_sim``: the user's recent-interest query . the item's unit factor."""
-    from pyspark.sql import functions as F
-
-    queries = recent_queries(mined)
-    if queries is None:
-        return df.withColumn("recent_sim", F.lit(0.0))
-    return _dot(df, queries, unit_items(mined), "recent_sim")
-
-
-def with_short_scores(df, mined: Mined):
-    """Add ``recent_sim_short`` (short query . unit item factor) and ``audience_sim`` (unit short
-    query . item audience); 0 when :func:`recent.short_interest` is None."""
-    from pyspark.sql import functions as F
-
-    short = short_interest(mined)
-    if short is None:
-        return df.withColumn("recent_sim_short", F.lit(0.0)).withColumn("audience_sim", F.lit(0.0))
-    queries, audiences = short
-    df = _dot(df, queries, unit_items(mined), "recent_sim_short")
-    return _dot(df, unit_vectors(queries, "user_id"), audiences, "audience_sim")
-
-
-def with_choice_scores(df, mined: Mined):
-    """Add ``choice`` (x_u . y_j) and ``choice_sim_short`` (unit short query in the choice
-    space . unit y_j); 0 without choice vectors (the short one also without a short query).
-    One join per side: the user's vector and query travel together, as do the item's vector
-    and its unit version."""
-    from pyspark.sql import functions as F
-
-    if mined.choice_users is None or mined.choice_items is None:
-        return df.withColumn("choice", F.lit(0.0)).withColumn("choice_sim_short", F.lit(0.0))
-    short = choice_short_interest(mined)
-    users = mined.choice_users.select("user_id", F.col("factor").alias("cx"))
-    items = mined.choice_items.select("item_id", F.col("factor").alias("cy"))
-    if short is not None:
-        queries, units = short
-        users = users.join(queries.select("user_id", F.col("factor").alias("cq")), "user_id", "left")
-        items = items.join(units.select("item_id", F.col("factor").alias("cu")), "item_id", "left")
-    joined = df.join(F.broadcast(users), "user_id", "left").join(F.broadcast(items), "item_id", "left")
-    joined = joined.withColumn("choice", _dot_column("cx", "cy"))
-    short_dot = _dot_column("cq", "cu") if short is not None else F.lit(0.0)
-    return joined.withColumn("choice_sim_short", short_dot).drop("cx", "cy", "cq", "cu")
+    if "source_flags" not in candidates.columns:
+        candidates = candidates.withColumn("source_flags", flags_of("sources"))
+    for name in SOURCE_VALUES:
+        if name not in candidates.columns:
+            candidates = candidates.withColumn(name, F.lit(None).cast("double"))
+    return candidates.drop("sources")
 
 
 def heuristic_score():
@@ -215,6 +158,14 @@ def heuristic_score():
     return (1.0 - keep).cast("double")
 
 
+def small(frame, rows: int):
+    """``frame`` with a broadcast hint when it has at most ``rows`` rows (then a join with it
+    leaves the other side where it is, without a shuffle), else ``frame``."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if frame.count() <= rows else frame
+
+
 def pair_rows(logs):
     """(user_id, item_id, rows double): each pair's rows in ``logs``."""
     from pyspark.sql import functions as F
@@ -227,29 +178,17 @@ def label(features, future_logs):
     ``rows`` > 0, else 0.0)."""
     from pyspark.sql import functions as F
 
-    joined = features.join(pair_rows(future_logs), ["user_id", "item_id"], "left").fillna(
+    joined = features.join(small(pair_rows(future_logs), BROADCAST_ROWS), ["user_id", "item_id"], "left").fillna(
         0.0, subset=["rows"])
     return joined.withColumn("label", (F.col("rows") > 0).cast("double"))
 
 
-def train(labelled, seed: int = 7, max_rows: int = 500_000, kind: str = "logistic"):
-    """Fit the scorer on labelled candidates (:func:`label`); returns the fitted pipeline model
-    or None.
-
-    Each positive weighs its ``rows``: coverage counts requests, so a pair scored ten times in
-    the label window matters ten times as much as a pair scored once (the weighted fit ranks by
-    about the expected rows, not just P(scored at least once); on the default world with the
-    global allocation and ``faiss_k`` 2055, 0.885 -> 0.888 in an offline replay).
-
-    ``kind``: "logistic" (the default: measured slightly better and much faster than trees on
-    the default world, 0.815 vs 0.809 coverage) or "gbt" (30 trees of depth 5).
-
-    None when the labels are all one class (nothing to learn). Rows beyond ``max_rows`` are
-    sampled (by hash, see :func:`deterministic_sample`) to bound training time.
-    """
-    from pyspark.ml import Pipeline
-    from pyspark.ml.classification import GBTClassifier, LogisticRegression
-    from pyspark.ml.feature import VectorAssembler
+def training_sample(labelled, seed: int = 7, max_rows: int = 500_000):
+    """A pandas frame of at most about ``max_rows`` labelled candidates (a hash sample of
+    (user, item, seed)) with user_id, item_id, ``label``, ``rows``, ``half`` (a hash of the
+    user: the validation folds) and :data:`FEATURES`, sorted by (user, item); None when the
+    labels are all one class (nothing to learn)."""
+    from pyspark.sql import functions as F
 
     counts = {r["label"]: r["count"] for r in labelled.groupBy("label").count().collect()}
     positives, total = counts.get(1.0, 0), sum(counts.values())
@@ -257,52 +196,67 @@ def train(labelled, seed: int = 7, max_rows: int = 500_000, kind: str = "logisti
         log.warning("training labels are one class (%d of %d positive): no learned scorer",
                     positives, total)
         return None
-    labelled = deterministic_sample(labelled, max_rows / total, seed).cache()
-    if kind == "gbt":
-        estimator = GBTClassifier(featuresCol="features", labelCol="label", weightCol="weight",
-                                  maxIter=30, maxDepth=5, stepSize=0.2, seed=seed)
-    else:
-        estimator = LogisticRegression(featuresCol="features", labelCol="label",
-                                       weightCol="weight", maxIter=30, regParam=1e-4)
-    pipeline = Pipeline(stages=[VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
-                                estimator])
-    model = pipeline.fit(labelled)
-    labelled.unpersist()
-    fitted = model.stages[-1]
-    weights = fitted.featureImportances.toArray() if kind == "gbt" else fitted.coefficients
-    log.info("learned %s scorer on %d candidates (%.1f%% positive): %s", kind, total,
-             100.0 * positives / total,
-             ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, weights, strict=True)))
-    return model
-
-
-def deterministic_sample(labelled, fraction: float, seed: int):
-    """Rows kept by a hash of (user, item, seed) below ``fraction``, in one sorted partition.
-
-    The same rows in the same order whatever the upstream partitioning, so that a rerun fits the
-    same model (tree learners sample their split candidates from the data in order).
-    """
-    from pyspark.sql import functions as F
-
+    fraction = max_rows / total
     if fraction < 1.0:
         bucket = F.abs(F.xxhash64("user_id", "item_id", F.lit(seed))) % 1_000_000
         labelled = labelled.filter(bucket < F.lit(int(fraction * 1_000_000)))
-    ordered = labelled.orderBy("user_id", "item_id").coalesce(1)
-    weight = F.greatest(F.col("rows"), F.lit(1.0)).alias("weight")
-    return ordered.select("label", weight, *FEATURES)
+    frame = labelled.select("user_id", "item_id", "label", "rows", user_half(seed).alias("half"),
+                            *FEATURES).toPandas()
+    return frame.sort_values(["user_id", "item_id"], kind="stable", ignore_index=True)
 
 
-def score(features, model):
-    """Add ``score`` (double in [0, 1]): the model's probability, or the heuristic when None."""
-    from pyspark.ml.functions import vector_to_array
+def user_half(seed: int):
+    """Column: 0 or 1 by a hash of the user id (the two validation folds)."""
     from pyspark.sql import functions as F
 
-    if model is None:
-        return features.withColumn("score", F.col("heuristic"))
-    scored = model.transform(features)
-    return scored.withColumn("score", vector_to_array("probability")[1].cast("double")).drop(
-        "features", "rawPrediction", "probability", "prediction"
-    )
+    return F.abs(F.xxhash64("user_id", F.lit(seed))) % 2
+
+
+def fit_sample(sample) -> LinearScorer | None:
+    """The logistic regression fitted on a :func:`training_sample` frame (None: no sample or
+    one class).
+
+    Each positive weighs its ``rows``: coverage counts requests, so a pair scored ten times in
+    the label window matters ten times as much as a pair scored once (the weighted fit ranks by
+    about the expected rows, not just P(scored at least once); on the default world with the
+    global allocation and ``faiss_k`` 2055, 0.885 -> 0.888 in an offline replay). Trees were
+    measured no better (0.809 against 0.815; LightGBM offline +0.001) and much slower."""
+    if sample is None or sample["label"].nunique() < 2:
+        return None
+    weight = np.maximum(sample["rows"].to_numpy(np.float64), 1.0)
+    model = logistic.fit(sample[list(FEATURES)].to_numpy(np.float64),
+                         sample["label"].to_numpy(np.float64), weight, FEATURES)
+    log.info("learned scorer on %d candidates (%.1f%% positive): %s", len(sample),
+             100.0 * sample["label"].mean(), model.describe())
+    return model
+
+
+def train(labelled, seed: int = 7, max_rows: int = 500_000) -> LinearScorer | None:
+    """The learned scorer fitted on labelled candidates (:func:`label`), or None."""
+    return fit_sample(training_sample(labelled, seed, max_rows))
+
+
+def out_of_fold(labelled, sample, seed: int = 7):
+    """``labelled`` with ``score_learned``: each user's pairs scored by a model fitted on the
+    other half of the users (:func:`user_half`; ``sample``: :func:`training_sample`), so that
+    the learned scorer is validated on users it did not see, like the rankings that fit
+    nothing; null where a half's labels are one class."""
+    from pyspark.sql import functions as F
+
+    missing = F.lit(None).cast("double")
+    models = [fit_sample(sample[sample["half"] != fold]) if sample is not None else None
+              for fold in (0, 1)]
+    scores = [m.probability() if m is not None else missing for m in models]
+    return labelled.withColumn("score_learned", F.when(user_half(seed) == 0, scores[0])
+                               .otherwise(scores[1]))
+
+
+def score(features, model: LinearScorer | None):
+    """Add ``score`` (double in [0, 1]): the model's probability, or the heuristic when None."""
+    from pyspark.sql import functions as F
+
+    return features.withColumn("score", F.col("heuristic") if model is None
+                               else model.probability())
 
 
 def apply_budgets(scored, per_user: int, global_cap: int | None):

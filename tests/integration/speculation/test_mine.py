@@ -33,7 +33,8 @@ ROWS = [
 ]
 END = T0 + timedelta(hours=48)
 CONFIG = MineConfig(lookback=timedelta(days=2), max_history=3, half_life=timedelta(hours=12),
-                    trend_window=timedelta(hours=6), cooc_items_per_user=2, cooc_top_n=2)
+                    trend_window=timedelta(hours=6), short_window=timedelta(hours=30),
+                    cooc_items_per_user=2, cooc_top_n=2)
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,7 @@ def test_item_stats_match_python(mined):
         assert got[item].users == len({r["user_id"] for r in mine_rows})
         recent = sum(r["ts"] >= END - CONFIG.trend_window for r in mine_rows)
         assert got[item].recent == recent
+        assert got[item].short_rows == sum(r["ts"] >= END - CONFIG.short_window for r in mine_rows)
     assert got[11].last_seen == (T0 + timedelta(hours=47.5)).replace(tzinfo=None)
 
 

@@ -1,4 +1,5 @@
-"""The popular source: the most popular live items, new to each user when repeats are on."""
+"""The popular source: the most popular live items, new to each user when repeats are on, by
+the popularity measure that covered most of a labelled interval."""
 
 from datetime import timedelta
 
@@ -60,9 +61,41 @@ def test_without_repeats_every_user_gets_the_same_head(spark, mined):
 def test_with_repeats_each_user_gets_the_most_popular_items_new_to_them(spark, mined):
     ranked = sorted(COUNTS, key=lambda i: -COUNTS[i])
     got = _popular(spark, mined, ("repeat", "popular"))
-    # new items come from the 2N most popular only: user 2 (scored on all six) and the filler
-    # user 9 (scored on every item) get none
-    expected = {1: [12, 13, 14], 3: [10, 11, 12]}
-    for user, items in OWN.items():
-        assert expected.get(user, []) == sorted([i for i in ranked[:2 * N] if i not in items][:N])
-    assert got == expected
+    # each user walks the whole ranking: user 2 (scored on the six most popular) still gets the
+    # two items left; the filler user 9 was scored on every item and gets none
+    expected = {user: [i for i in ranked if i not in OWN.get(user, set(COUNTS))][:N]
+                for user in (1, 2, 3, 9)}
+    assert got == {user: sorted(items) for user, items in expected.items() if items}
+    assert got[2] == [16, 17]
+
+
+def _measure_rows():
+    """Item 1: ten rows 25 days before the end; item 2: four rows 4 days before; item 3: two
+    rows 2 hours before; item 4: one row from each of users 1-3 a day before (so they are known
+    and item 4 is not new to them). Decayed counts rank 3 above 2 above 1, the 7-day rows 2
+    above 3, the whole window's rows 1 first."""
+    rows = [row(f"a{n}", 5 * 24.0, user=50 + n, item=1) for n in range(10)]
+    rows += [row(f"b{n}", 26 * 24.0, user=60 + n, item=2) for n in range(4)]
+    rows += [row(f"c{n}", 30 * 24.0 - 2, user=70 + n, item=3) for n in range(2)]
+    rows += [row(f"d{u}", 29 * 24.0, user=u, item=4) for u in (1, 2, 3)]
+    return rows
+
+
+def test_the_measure_whose_lists_covered_most_of_the_labels_is_chosen(spark, tmp_path):
+    from solaris_lib.speculation.candidates import live_items, seen_lists
+    from solaris_lib.speculation.popular import choose_measure
+
+    end = T0 + timedelta(days=30)
+    root = write_logs(tmp_path / "logs", _measure_rows())
+    logs = read_window_spark(spark, str(root), Interval(end - timedelta(days=28), end))
+    past = mined_in_memory(spark, logs, end, MineConfig(lookback=timedelta(days=28)))
+    config = SpeculateConfig(budget_per_user=1, popular_n=1, live_window=timedelta(days=30))
+    # after the end, users 1 and 2 are scored on item 1 and user 3 on item 2
+    labels = spark.createDataFrame([(1, 1), (2, 1), (3, 2)], "user_id long, item_id long")
+    live, seen = live_items(past, config).cache(), seen_lists(past)
+    measure, coverage = choose_measure(past, labels, live, seen, config)
+    assert measure == "lookback"
+    assert coverage == pytest.approx({"decayed": 0.0, "short": 1 / 3, "lookback": 2 / 3})
+    for frame in (live, seen):
+        frame.unpersist()
+    past.release()

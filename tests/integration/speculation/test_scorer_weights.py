@@ -47,3 +47,13 @@ def test_positives_weigh_their_rows(spark):
     model = scorer.train(scorer.label(_candidates(spark), _future(spark)), seed=7)
     scored = {r["item_id"]: r["score"] for r in scorer.score(_candidates(spark), model).collect()}
     assert scored[1] > scored[0] + 0.3
+
+
+def test_spark_scores_are_the_models_probabilities(spark):
+    """The fitted model scores in Spark (a column expression) as numpy does on the same rows."""
+    import numpy as np
+
+    model = scorer.train(scorer.label(_candidates(spark), _future(spark)), seed=7)
+    rows = scorer.score(_candidates(spark), model).toPandas()
+    expected = 1 / (1 + np.exp(-model.logit(rows[list(scorer.FEATURES)].to_numpy(np.float64))))
+    np.testing.assert_allclose(rows["score"].to_numpy(), expected, rtol=1e-12)

@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from solaris_lib.cli import main
+from solaris_lib.intervals import Interval
+from solaris_lib.logs.reader import read_window
 from solaris_lib.simulate.config import WorldConfig
 from tests.integration.speculation.builders import T0, row, write_logs
 from tests.sparkcache import cached_frames
@@ -22,7 +24,8 @@ from tests.sparkcache import cached_frames
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KEYS = {"coverage", "coverage_all", "waste", "pairs_precomputed", "budget_per_user",
-        "mean_future_pairs_per_user", "baselines"}
+        "mean_future_pairs_per_user", "baselines", "best_baseline", "selected", "validation",
+        "shape", "popularity_measure"}
 
 
 def _run(capsys, *args) -> dict:
@@ -38,7 +41,7 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     report = _run(capsys, "--logs", str(tiny_world), "--cutoff", cutoff.isoformat(),
                   "--horizon", "1d", "--lookback", "2d", "--budget-per-user", "60",
                   "--live-window", "30h", "--als-max-iter", "6", "--out", str(tmp_path / "out"),
-                  "--dump-candidates", str(tmp_path / "dump"))
+                  "--dump-candidates", str(tmp_path / "dump"), "--scorer", "learned")
     assert KEYS <= set(report)
     assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
     assert report["als"] == {"rank": 32, "max_iter": 6, "alpha": 10.0, "reg": 0.1}
@@ -48,7 +51,10 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     dumped = pq.read_table(tmp_path / "dump" / "candidates",
                            columns=["choice", "choice_sim_short", "user_rate"]).to_pandas()
     assert (dumped != 0).mean().min() > 0.5  # the choice model and the rate reached the scorer
-    assert set(report["baselines"]) == {"repeat", "popularity", "faiss"}
+    assert report["selected"] == "learned" and report["validation"] is None  # as asked
+    assert set(report["baselines"]) == {"repeat", "popular", "faiss", "item_faiss", "cooccurrence"}
+    assert report["best_baseline"]["coverage"] == max(report["baselines"].values())
+    _check_shape(report["shape"], tiny_world, cutoff, timedelta(days=2), timedelta(days=1))
     assert 0.3 < report["coverage"] <= 1.0
     assert all(0.0 < v <= 1.0 for v in report["baselines"].values())
     curve = [p["coverage"] for p in report["coverage_vs_budget"]["solaris"]]
@@ -57,6 +63,28 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
     assert (tmp_path / "out" / "coverage_vs_budget.png").stat().st_size > 1000
     assert (tmp_path / "out" / "speculated" / "_SUCCESS").exists()
     assert not cached_frames(spark), "the evaluation left cached frames in the session"
+
+
+def _check_shape(shape, logs, cutoff, lookback, horizon) -> None:
+    """The report's log shape against pandas on the raw logs."""
+    table = read_window(str(logs), Interval(cutoff - lookback, cutoff + horizon)).table.select(
+        ["ts", "user_id", "item_id"]).to_pandas()
+    before = table[table.ts < cutoff]
+    after = table[table.ts >= cutoff]
+    known = after[after.user_id.isin(set(before.user_id))]
+    seen = set(zip(before.user_id, before.item_id, strict=True))
+    repeat = [(u, i) in seen for u, i in zip(known.user_id, known.item_id, strict=True)]
+    assert shape["repeat_share"] == pytest.approx(sum(repeat) / len(known))
+    distinct = known.drop_duplicates(["user_id", "item_id"])
+    new = [(u, i) not in seen for u, i in zip(distinct.user_id, distinct.item_id, strict=True)]
+    assert shape["new_pair_share"] == pytest.approx(sum(new) / len(distinct))
+    assert shape["new_item_share"] == pytest.approx(
+        (~known.item_id.isin(set(before.item_id))).mean())
+    assert shape["known_row_share"] == pytest.approx(len(known) / len(after))
+    pairs = before.groupby(["user_id", "item_id"]).size()
+    assert shape["rows_per_pair"] == pytest.approx(len(before) / len(pairs))
+    assert shape["density"] == pytest.approx(
+        len(pairs) / (before.user_id.nunique() * before.item_id.nunique()))
 
 
 def _check_replay(dump, report) -> None:
@@ -117,8 +145,27 @@ def global_run(interaction_logs, tmp_path_factory):
 def test_on_interaction_logs_without_repeats_or_clicks(global_run):
     report, _ = global_run
     assert KEYS <= set(report)
+    validation = report["validation"]  # every ranking scored on the labelled split, best kept
+    assert report["selected"] == validation["selected"]
+    assert {"learned", "heuristic", "repeat", "popular", "faiss"} <= set(validation["coverage"])
+    best = max(validation["coverage"].values())
+    assert validation["coverage"][report["selected"]] == best
+    assert report["shape"]["rows_per_pair"] == 1.0  # no repeated pairs in this log
     assert report["coverage_all"] < report["coverage"] or report["coverage"] == 0.0
     assert report["pairs_precomputed"] <= KNOWN * GLOBAL_BUDGET_PER_USER
+
+
+def test_a_single_source_ranking_selects_what_its_baseline_selects(interaction_logs, capsys):
+    """--scorer popular keeps the popular ranking: the run's pairs are its baseline's, so the
+    coverage (coverage_metrics on the written pairs) equals the baseline (the numpy selection
+    of the same ranking), to the row."""
+    report = _run(capsys, "--logs", str(interaction_logs), "--cutoff",
+                  (T0 + timedelta(hours=60)).isoformat(), "--horizon", "2d", "--lookback", "10d",
+                  "--budget-per-user", "3", "--scorer", "popular", "--sources", "repeat,popular")
+    assert report["selected"] == "popular" and set(report["baselines"]) == {"repeat", "popular"}
+    assert report["coverage"] > 0
+    assert report["coverage"] == pytest.approx(report["baselines"]["popular"], abs=1e-12)
+    assert report["pairs_precomputed"] == 3 * KNOWN
 
 
 def test_cutoff_before_any_log_is_a_clear_empty_result(interaction_logs, capsys):

@@ -75,3 +75,33 @@ def test_no_weight_is_refused():
         fit_choice(np.array([0]), np.array([0]), np.array([0.0]), (1, 1), RetrievalConfig())
     with pytest.raises(ValueError, match="at least one pair"):
         fit_choice(np.zeros(0, int), np.zeros(0, int), np.zeros(0), (0, 0), RetrievalConfig())
+
+
+def _rank_quality(x, y, users, items, shape, user_group, item_group) -> float:
+    """Mean share of (unseen same-group item, other-group item) pairs each user ranks right."""
+    score = x @ y.T
+    same = user_group[:, None] == item_group[None, :]
+    seen = np.zeros(shape, bool)
+    seen[users, items] = True
+    return float(np.mean([(score[u][same[u] & ~seen[u]][:, None] > score[u][~same[u]][None, :])
+                          .mean() for u in range(shape[0])]))
+
+
+def test_a_sampled_softmax_beyond_the_full_threshold_recovers_the_groups():
+    users, items, weight, shape, user_group, item_group = _planted()
+    config = RetrievalConfig(choice_dim=4, choice_full_items=10, choice_negatives=12)
+    x, y, b = fit_choice(users, items, weight, shape, config)
+    assert x.shape == (shape[0], 4) and y.shape == (shape[1], 4) and b.shape == (shape[1],)
+    assert _rank_quality(x, y, users, items, shape, user_group, item_group) > 0.9
+
+
+def test_sampled_softmax_chunking_does_not_change_the_fit():
+    users, items, weight, shape, _, _ = _planted(seed=2)
+    config = RetrievalConfig(choice_dim=4, choice_steps=30, choice_full_items=10,
+                             choice_negatives=12)
+    whole = fit_choice(users, items, weight, shape, config)
+    # 12 sampled logits per user: one user per chunk
+    chunked = fit_choice(users, items, weight, shape, config.model_copy(
+        update={"choice_chunk_cells": 12}))
+    for a, b in zip(whole, chunked, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

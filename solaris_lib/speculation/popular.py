@@ -1,0 +1,107 @@
+"""The popular source: the most popular live items new to each user, by a chosen measure.
+
+A measure is a column of ``item_stats`` (:data:`MEASURES`): ``decayed`` (rows weighted with the
+3-day half-life), ``short`` (rows of the last ``MineConfig.short_window``, 7 days) or
+``lookback`` (rows of the whole window). Which counts predict the next interval depends on the
+log: campaigns that turn over in days want the decayed counts, films rated for months want
+long windows. With a labelled previous interval the source uses the measure whose lists covered
+most of its rows (:func:`choose_measure`); without, the first of ``SpeculateConfig.popular_by``.
+
+With the repeat source on, each user gets the ``n`` most popular live items *new to them*
+(the repeat source proposes the others): the textbook popularity list. Each user walks the
+ranking as far as they need, so a heavy user who was scored on much of the head still gets
+``n`` new items (the list shipped to the executors holds ``n`` plus the longest seen list).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from solaris_lib.speculation.config import SpeculateConfig
+from solaris_lib.speculation.mined import Mined
+
+log = logging.getLogger(__name__)
+
+MEASURES = {"decayed": "decayed", "short": "short_rows", "lookback": "popularity"}
+
+
+def available_measures(mined: Mined, config: SpeculateConfig) -> tuple[str, ...]:
+    """``config.popular_by`` without the measures whose column ``mined.item_stats`` lacks
+    (mined by an older version; logged)."""
+    columns = set(mined.item_stats.columns)
+    usable = tuple(m for m in config.popular_by if MEASURES[m] in columns)
+    for missing in sorted(set(config.popular_by) - set(usable)):
+        log.warning("item_stats has no %s column (mined by an older version): popularity "
+                    "measure %r skipped; rerun mine_logs for this interval", MEASURES[missing],
+                    missing)
+    return usable or ("decayed",)
+
+
+def popular_candidates(mined: Mined, live, n: int, seen=None, measure: str = "decayed"):
+    """(user_id, item_id, source "popular", v = the item's measure) for every known user.
+
+    Without ``seen`` every user gets the same ``n`` most popular live items (ties: smaller
+    id). With ``seen`` (``(user_id, seen array<long>)``, :func:`candidates.seen_lists`), each
+    user gets the ``n`` most popular items not in their list: at most users x ``n`` rows.
+    """
+    from pyspark.sql import functions as F
+
+    column = MEASURES[measure]
+    ranked = live.select("item_id", F.col(column).cast("double").alias("v")).orderBy(
+        F.col("v").desc(), "item_id")
+    users = mined.user_stats.select("user_id")
+    if seen is None:
+        pairs = users.crossJoin(F.broadcast(ranked.limit(n)))
+    else:
+        longest = seen.agg(F.max(F.size("seen"))).first()[0] or 0
+        top = ranked.limit(n + longest).toPandas()  # in rank order
+        listed = users.join(seen, "user_id", "left").mapInPandas(
+            _new_items_of(top["item_id"].tolist(), n), "user_id long, item_id long")
+        pairs = listed.join(F.broadcast(ranked), "item_id")
+    return pairs.select("user_id", "item_id", F.lit("popular").alias("source"), "v")
+
+
+def _new_items_of(ranked: list[int], n: int):
+    """mapInPandas function: (user_id, seen) batches -> (user_id, item_id), each user's first
+    ``n`` of ``ranked`` that are not in ``seen`` (null: none seen)."""
+
+    def new_items(batches):
+        from itertools import islice
+
+        import pandas as pd
+
+        for batch in batches:
+            users, items = [], []
+            for user, seen in zip(batch["user_id"], batch["seen"], strict=True):
+                skip = set() if seen is None else set(seen.tolist())
+                picked = list(islice((i for i in ranked if i not in skip), n))
+                users += [user] * len(picked)
+                items += picked
+            yield pd.DataFrame({"user_id": pd.array(users, "int64"),
+                                "item_id": pd.array(items, "int64")})
+
+    return new_items
+
+
+def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> tuple[str, dict]:
+    """(measure, {measure: coverage}): the measure of ``config.popular_by`` whose lists (at
+    ``config.popular_count()`` items per user) covered most of ``labels`` (the log rows that
+    followed ``past.asof``) on the known users of ``past``; ties: the first listed."""
+    from pyspark.sql import functions as F
+
+    measures = available_measures(past, config)
+    if len(measures) == 1:
+        return measures[0], {}
+    known = labels.join(past.user_stats.select("user_id"), "user_id")
+    rows = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("rows")).cache()
+    total = rows.agg(F.sum("rows")).first()[0] or 0
+    covered = {}
+    for measure in measures:
+        pairs = popular_candidates(past, live, config.popular_count(), seen, measure)
+        hit = pairs.join(rows, ["user_id", "item_id"]).agg(F.sum("rows")).first()[0] or 0
+        covered[measure] = hit / total if total else 0.0
+    rows.unpersist()
+    best = max(measures, key=lambda m: (covered[m], -measures.index(m)))
+    log.info("popularity measure %s: its lists covered %s of the previous interval's rows",
+             best, ", ".join(f"{m} {c:.4f}" for m, c in covered.items()))
+    return best, covered

@@ -1,0 +1,70 @@
+"""The numpy selection mirrors apply_budgets' rule; choosing a ranking by rows covered."""
+
+import numpy as np
+import pytest
+
+from solaris_lib.speculation.selection import (
+    Budget,
+    choose,
+    covered_rows,
+    per_user_rank,
+    pools,
+    select,
+)
+
+
+def _reference(pairs, per_user, total):
+    """apply_budgets written out: per user (score desc, item asc) the first ``per_user``, then
+    overall (score desc, user asc, item asc) the first ``total``; NaN scores never kept."""
+    by_user = {}
+    for user, item, score in pairs:
+        if not np.isnan(score):
+            by_user.setdefault(user, []).append((user, item, score))
+    kept = []
+    for rows in by_user.values():
+        kept += sorted(rows, key=lambda r: (-r[2], r[1]))[:per_user]
+    if total is not None:
+        kept = sorted(kept, key=lambda r: (-r[2], r[0], r[1]))[:total]
+    return {(u, i) for u, i, _ in kept}
+
+
+@pytest.mark.parametrize("per_user,total", [(3, None), (2, 7), (5, 4), (1, 100)])
+def test_select_matches_the_written_out_rule_with_ties_and_gaps(per_user, total):
+    rng = np.random.default_rng(per_user * 10 + (total or 0))
+    user = rng.integers(0, 6, 80)
+    item = rng.integers(100, 130, 80)
+    _, first = np.unique(np.stack([user, item], 1), axis=0, return_index=True)
+    user, item = user[first], item[first]
+    score = rng.integers(0, 4, len(user)).astype(float)  # many ties
+    score[rng.random(len(user)) < 0.2] = np.nan
+    mask = select(user, item, score, Budget(per_user, total))
+    got = set(zip(user[mask].tolist(), item[mask].tolist(), strict=True))
+    assert got == _reference(zip(user.tolist(), item.tolist(), score.tolist(), strict=True),
+                             per_user, total)
+
+
+def test_per_user_rank_counts_from_one_within_each_user():
+    user = np.array([5, 5, 5, 2, 2, 9])
+    item = np.array([10, 11, 12, 10, 11, 3])
+    score = np.array([0.2, 0.9, 0.2, np.nan, 1.0, 0.0])
+    assert per_user_rank(user, item, score).tolist() == [2, 1, 3, 0, 1, 1]
+
+
+def test_scaled_budget_keeps_the_cap_and_scales_the_total():
+    assert Budget(10, 600).scaled(50, 100) == Budget(10, 300)
+    assert Budget(10).scaled(50, 100) == Budget(10)
+
+
+def test_covered_rows_caps_the_faiss_rankings_at_their_depth_and_choose_prefers_earlier():
+    import pandas as pd
+
+    frame = pd.DataFrame({
+        "user_id": [1, 1, 1, 2], "item_id": [1, 2, 3, 1], "rows": [1.0, 4.0, 2.0, 3.0],
+        "score_faiss": [0.9, 0.8, 0.7, 0.1], "score_repeat": [np.nan, 0.5, 0.6, 0.2],
+    })
+    assert pools(1)["faiss"] == 1
+    covered = covered_rows(frame, Budget(2), ("faiss", "repeat"), faiss_count=1)
+    assert covered == {"faiss": 1.0 + 3.0, "repeat": 4.0 + 2.0 + 3.0}
+    assert choose({"learned": 5.0, "repeat": 5.0}, 10.0, ("learned", "repeat")) == (
+        "learned", {"learned": 0.5, "repeat": 0.5})
+    assert choose(covered, 10.0, ("faiss", "repeat"))[0] == "repeat"
