@@ -3,6 +3,7 @@
 Keys, all under the deployment's key prefix ``P``::
 
     P:alias                         string  the served version id
+    P:failover                      string  the version served before it (kept as failover)
     P:m:<version>                   hash    the version's manifest (see :class:`Manifest`)
     P:e:<version>:{<user_id>}:<b>   hash    the user's exact items of bucket b (0 .. buckets - 1,
                                             :func:`bucket_of`): field = decimal item id
@@ -63,7 +64,7 @@ class Level(IntEnum):
 
 def check_prefix(prefix: str) -> str:
     """Refuse prefixes that could collide with the key grammar (``:``, ``{``, spaces)."""
-    if not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise CacheConfigError(f"key prefix {prefix!r} must match {_PREFIX.pattern}")
     return prefix
 
@@ -71,6 +72,12 @@ def check_prefix(prefix: str) -> str:
 def alias_key(prefix: str) -> str:
     """The string key naming the served version."""
     return f"{prefix}:alias"
+
+
+def failover_key(prefix: str) -> str:
+    """The string key naming the failover version: the one served before the alias's, kept
+    (never expiring) until a later version is verified and switched to."""
+    return f"{prefix}:failover"
 
 
 def manifest_key(prefix: str, version: str) -> str:
@@ -236,7 +243,7 @@ def version_id(interval_key: str, model_version: str, dim: int, buckets: int, di
 
 
 def check_version(version: str) -> str:
-    if not _VERSION.match(version):
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
         raise CacheFormatError(f"not a cache version id: {version!r} (expected {_VERSION.pattern})")
     return version
 
@@ -282,8 +289,9 @@ class Codec:
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Decode HMGET replies into ``(embeddings (n, dim) float32, hit (n,) bool, corrupt)``.
 
-        A None reply is a miss; a value of the wrong length is corrupt, counted and treated as a
-        miss. Missed rows hold ``fallback`` (a (dim,) vector) or zeros.
+        A None reply is a miss; a value of the wrong length or holding an inf or a nan is
+        corrupt, counted and treated as a miss. Missed rows hold ``fallback`` (a (dim,) vector)
+        or zeros.
         """
         values = list(values)
         n, size = len(values), self.value_bytes
@@ -297,6 +305,11 @@ class Codec:
             corrupt = n - values.count(None) - int(hit.sum())
             joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])
         out = np.take(_FP16_TO_FP32, np.frombuffer(joined, dtype="<u2")).reshape(n, self.dim)
+        if not np.isfinite(out).all():  # an inf or a nan is never a value: corrupt, a miss
+            finite = np.isfinite(out).all(axis=1)
+            corrupt += int(np.count_nonzero(hit & ~finite))
+            hit &= finite
+            out[~finite] = 0.0
         if fallback is not None and not hit.all():
             out[~hit] = fallback
         return out, hit, corrupt
@@ -365,7 +378,13 @@ class Manifest:
     @classmethod
     def from_fields(cls, raw: Mapping[bytes | str, bytes | str]) -> Manifest:
         """Parse an HGETALL reply; unknown formats and missing fields are a CacheFormatError."""
-        text = {_text(k): _text(v) for k, v in raw.items()}
+        if not isinstance(raw, Mapping):
+            raise CacheFormatError(f"manifest is not a hash (got {type(raw).__name__})")
+        try:
+            text = {_text(k): _text(v) for k, v in raw.items()}
+        except (UnicodeDecodeError, AttributeError) as exc:
+            raise CacheFormatError(f"manifest holds a field that is not UTF-8 text: {exc}"
+                                   ) from exc
         if not text:
             raise CacheFormatError("manifest is missing (expired or never written)")
         if text.get("format") != str(FORMAT_VERSION):
@@ -386,6 +405,10 @@ class Manifest:
         check_buckets(manifest.buckets)
         if manifest.fallback not in ("", FALLBACK_CLUSTER):
             raise CacheFormatError(f"manifest names an unknown fallback {manifest.fallback!r}")
+        negative = [f.name for f in fields(cls) if f.type in (int, "int")
+                    and getattr(manifest, f.name) < 0]
+        if negative:
+            raise CacheFormatError(f"manifest has negative counts: {', '.join(negative)}")
         return manifest
 
 
@@ -396,7 +419,20 @@ _OPTIONAL_FIELDS = _FALLBACK_FIELDS + _PRIOR_FIELDS
 
 
 def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    if isinstance(value, str):
+        return value
+    return value.decode()  # bytes; anything else raises AttributeError
+
+
+def chunk_count(items: int, chunk_items: int) -> int:
+    """Chunks of a table of ``items`` rows cut every ``chunk_items`` (an empty table is one
+    empty chunk): what a manifest's ``*_chunks`` field must say."""
+    return max(1, -(-items // chunk_items))
+
+
+def chunk_rows(items: int, chunk_items: int, chunk: int) -> int:
+    """Rows of chunk ``chunk`` of a table of ``items`` rows cut every ``chunk_items``."""
+    return max(0, min(chunk_items, items - chunk * chunk_items))
 
 
 def _typed(annotation: object, text: str) -> object:

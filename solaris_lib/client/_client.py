@@ -29,76 +29,33 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from redis.exceptions import ResponseError
 
 from solaris_lib.cache.errors import (
     CacheError,
-    CacheFormatError,
     CacheProtocolError,
     CacheTimeoutError,
     CacheUnavailableError,
 )
-from solaris_lib.cache.format import (
-    CLUSTER_KEY,
-    Codec,
-    Manifest,
-    alias_key,
-    bucket_of,
-    manifest_key,
-    misses_key,
-    user_key_head,
-)
+from solaris_lib.cache.format import Manifest, misses_key
 from solaris_lib.client._breaker import BreakerState, CircuitBreaker
-from solaris_lib.client._clusters import (
-    ItemClusters,
-    ItemPriors,
-    load_item_clusters,
-    load_item_priors,
-    merge_clusters,
-)
+from solaris_lib.client._clusters import merge_clusters
 from solaris_lib.client._misses import MissSampler, xadd_commands
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult, all_misses
 from solaris_lib.client._stats import ClientStats, Counters
 from solaris_lib.client._transport import RedisTransport, Transport
+from solaris_lib.client._versions import (
+    Served,
+    pick_version,
+    served_without_tables,
+    with_tables,
+)
 
 log = logging.getLogger(__name__)
 _DEFAULTS = ClientOptions()
-
-
-@dataclass(frozen=True)
-class _Served:
-    """The version lookups read: swapped as a whole by the background thread."""
-
-    version: str
-    model_version: str
-    codec: Codec
-    key_head: str
-    buckets: int
-    clusters: ItemClusters | None = None
-    priors: ItemPriors | None = None
-
-    def commands(self, tag: str, items: np.ndarray) -> tuple[list[tuple], np.ndarray | None]:
-        """The lookup's HMGETs (one per bucket that ``items`` (n,) fall in, in bucket order)
-        and the order of the items in their replies (None: the request's order)."""
-        head = f"{self.key_head}{tag}}}:"
-        if self.buckets == 1:
-            return [("HMGET", f"{head}0", *items.tolist())], None
-        parts = bucket_of(items, self.buckets)
-        order = np.argsort(parts, kind="stable")
-        ids = items[order].tolist()
-        commands, start = [], 0
-        for bucket, count in enumerate(np.bincount(parts, minlength=self.buckets).tolist()):
-            if count:
-                commands.append(("HMGET", f"{head}{bucket}", *ids[start : start + count]))
-                start += count
-        return commands, order
-
-    def cluster_command(self, tag: str, clusters: np.ndarray) -> tuple:
-        return ("HMGET", f"{self.key_head}{tag}}}:{CLUSTER_KEY}", *clusters.tolist())
 
 
 class SolarisClient:
@@ -119,9 +76,13 @@ class SolarisClient:
                                    self._counters)
         self._breakers: dict[tuple[str, int], BreakerState] = {}
         self._fallback = options.fallback_vector
-        self._served: _Served | None = None
+        self._served: Served | None = None
+        self._lock = threading.Lock()
+        self._wanted: Manifest | None = None  # a version whose tables are being loaded
+        self._loader: threading.Thread | None = None
         self._closed = threading.Event()
         self._next_refresh = 0.0
+        self._bug_logged = False
         self._thread = threading.Thread(target=self._background, name="solaris-client",
                                         daemon=True)
 
@@ -138,21 +99,25 @@ class SolarisClient:
         miss_sample_rate: float = _DEFAULTS.miss_sample_rate,
         miss_queue_size: int = _DEFAULTS.miss_queue_size,
         miss_stream_maxlen: int = _DEFAULTS.miss_stream_maxlen,
+        max_table_bytes: int = _DEFAULTS.max_table_bytes,
         transport: Transport | None = None,
     ) -> SolarisClient:
         """Connect to the cache at ``url`` (the forms: :mod:`solaris_lib.cache.endpoint`).
 
         The options are :class:`ClientOptions`' (see there); ``transport`` replaces the
         redis-py transport of ``url`` (e.g. a :class:`MockTransport`). The served version is
-        loaded before this returns when the server answers; when it does not, the client
-        starts anyway, answers misses and keeps trying in the background. Raises
-        :class:`CacheConfigError` for a bad URL or option.
+        loaded before this returns when the server answers (its fallback tables are waited
+        for up to ``background_timeout_ms``, then load in the background); when it does not,
+        or holds anything unusable, the client starts anyway, answers misses and keeps trying
+        in the background. Whatever the server holds, this returns within a few
+        ``background_timeout_ms``. Raises only :class:`CacheConfigError`, for a bad URL or
+        option.
         """
         options = ClientOptions.build(
             key_prefix=key_prefix, timeout_ms=timeout_ms, dim=dim, fallback=fallback,
             refresh_interval_s=refresh_interval_s, background_timeout_ms=background_timeout_ms,
             breaker=breaker, miss_sample_rate=miss_sample_rate, miss_queue_size=miss_queue_size,
-            miss_stream_maxlen=miss_stream_maxlen)
+            miss_stream_maxlen=miss_stream_maxlen, max_table_bytes=max_table_bytes)
         if transport is None:
             transport = RedisTransport.from_url(url, options.timeout_ms,
                                                 options.background_timeout_ms)
@@ -161,7 +126,12 @@ class SolarisClient:
     def start(self) -> SolarisClient:
         """Load the served version (when the server answers) and start the background
         thread; returns the client."""
-        self._maintain(initial=True)
+        try:
+            self._maintain(initial=True)
+        except Exception:  # noqa: BLE001 - never raise into the caller; counted, logged
+            self._counters.add(refresh_errors=1)
+            log.exception("cache client start: loading the served version failed")
+        self._wait_for_tables(self._options.background_timeout_ms / 1000.0)
         self._thread.start()
         return self
 
@@ -174,6 +144,16 @@ class SolarisClient:
         """
         started = time.perf_counter()
         items = _item_array(item_ids)
+        try:
+            return self._lookup(user_id, items, started)
+        except Exception:  # noqa: BLE001 - the contract: never an exception into the ranker
+            if not self._bug_logged:
+                self._bug_logged = True
+                log.exception("lookup failed unexpectedly; answering misses (logged once)")
+            return self._miss_all(items, started, "server", self._served, errors=1,
+                                  server_errors=1)
+
+    def _lookup(self, user_id: int, items: np.ndarray, started: float) -> LookupResult:
         served = self._served
         if served is None or self._closed.is_set():
             reason = "closed" if self._closed.is_set() else "no_version"
@@ -203,6 +183,8 @@ class SolarisClient:
                     raise CacheProtocolError(f"HMGET answered {reply!r}")
                 exact += reply
             n = len(items)
+            if len(exact) != n + (len(distinct) if served.clusters is not None else 0):
+                raise CacheProtocolError(f"HMGETs answered {len(exact)} values")
             embeddings, hit, corrupt = served.codec.decode(exact[:n], self._fallback)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
@@ -230,7 +212,7 @@ class SolarisClient:
             state = self._breakers.setdefault(node, BreakerState(self._options.breaker))
         return state
 
-    def _failed(self, items: np.ndarray, started: float, served: _Served,
+    def _failed(self, items: np.ndarray, started: float, served: Served,
                 breaker: BreakerState | None, exc: CacheError) -> LookupResult:
         kind = ("timeout" if isinstance(exc, CacheTimeoutError) else
                 "connection" if isinstance(exc, CacheUnavailableError) else "server")
@@ -246,7 +228,7 @@ class SolarisClient:
                               **{counter: 1})
 
     def _miss_all(self, items: np.ndarray, started: float, error: str,
-                  served: _Served | None = None, **counts: int) -> LookupResult:
+                  served: Served | None = None, **counts: int) -> LookupResult:
         """Every row a miss (``error`` says why); rows whose item has a prior in memory (the
         served version's ITEM level) still get it: no round trip is needed for those."""
         dim = served.codec.dim if served else (self._options.expected_dim or 0)
@@ -280,6 +262,7 @@ class SolarisClient:
     def refresh(self) -> str | None:
         """Re-read the alias now (operators, tests); unlike lookups this raises CacheError."""
         self._refresh_alias()
+        self._wait_for_tables(None)
         return self.version
 
     def close(self) -> None:
@@ -290,6 +273,7 @@ class SolarisClient:
         self._misses.wake()
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
+        self._wait_for_tables(1.0)
         self._counters.add(misses_dropped=self._misses.pending())
         self._transport.close()
 
@@ -351,58 +335,58 @@ class SolarisClient:
             log.info("cache node %s answers again", node)
 
     def _refresh_alias(self) -> None:
-        alias = alias_key(self._options.key_prefix)
-        reply = self._transport.background(alias, [("GET", alias)])[0]
-        self._counters.add(alias_refreshes=1)
-        if isinstance(reply, ResponseError):
-            raise CacheProtocolError(f"GET {alias} answered {reply}")
-        if reply is None or (self._served and self._served.version == reply.decode()):
-            return
-        self._switch(reply.decode())
+        """Switch to the version to serve now (:func:`pick_version`). A version without
+        fallback tables is served at once; one with tables once they are loaded by the loader
+        thread (the first version at once, its levels following when loaded)."""
+        with self._lock:
+            served = self._served
+        manifest = pick_version(self._transport, self._options, served and served.version,
+                                self._counters)
+        with self._lock:
+            if manifest is not None:
+                if not (manifest.has_clusters or manifest.has_priors):
+                    self._install(served_without_tables(manifest, self._options.key_prefix))
+                    self._wanted = None
+                    return
+                if self._served is None:
+                    self._install(served_without_tables(manifest, self._options.key_prefix))
+                self._wanted = manifest
+            if self._wanted is not None and not (self._loader and self._loader.is_alive()):
+                self._loader = threading.Thread(target=self._load_tables, args=(self._wanted,),
+                                                name="solaris-client-tables", daemon=True)
+                self._loader.start()
 
-    def _switch(self, version: str) -> None:
-        key = manifest_key(self._options.key_prefix, version)
-        raw = self._transport.background(key, [("HGETALL", key)])[0]
-        if isinstance(raw, ResponseError):
-            raise CacheProtocolError(f"HGETALL {key} answered {raw}")
-        manifest = Manifest.from_fields(raw)
-        expected = self._options.expected_dim
-        if not manifest.complete or (expected is not None and manifest.dim != expected):
-            raise CacheFormatError(
-                f"refusing version {version}: state {manifest.state}, dim {manifest.dim} "
-                f"(expected {expected or 'any'})"
-            )
-        self._served = _Served(version, manifest.model_version, manifest.value_codec,
-                               user_key_head(self._options.key_prefix, version),
-                               manifest.buckets, self._item_clusters(manifest),
-                               self._item_priors(manifest))
-        self._counters.add(version_switches=1)
-        log.info("serving cache version %s (model %s, dim %d)", version, manifest.model_version,
-                 manifest.dim)
-
-    def _item_clusters(self, manifest: Manifest) -> ItemClusters | None:
-        """The version's item -> cluster table (None without the CLUSTER level)."""
-        if not manifest.has_clusters:
-            return None
-        return self._fallback_table(load_item_clusters, manifest, "cluster")
-
-    def _item_priors(self, manifest: Manifest) -> ItemPriors | None:
-        """The version's item-prior table (None without the ITEM level)."""
-        if not manifest.has_priors:
-            return None
-        return self._fallback_table(load_item_priors, manifest, "item")
-
-    def _fallback_table(self, load, manifest: Manifest, level: str):
-        """``load``'s table of ``manifest``. A missing or malformed table serves the version
-        without that level (counted, logged); an I/O error raises, so the switch is retried at
-        the next refresh."""
+    def _load_tables(self, manifest: Manifest) -> None:
+        """Loader thread: ``manifest``'s version with its tables, installed unless the client
+        moved on meanwhile; an I/O failure leaves it for the next refresh to retry."""
         try:
-            return load(self._transport, self._options.key_prefix, manifest)
-        except CacheFormatError as exc:
-            self._counters.add(cluster_table_errors=1)
-            log.warning("version %s served without its %s level: %s", manifest.version, level,
-                        exc)
-            return None
+            served = with_tables(self._transport, self._options, manifest, self._counters)
+        except CacheError as exc:
+            self._counters.add(refresh_errors=1)
+            log.debug("loading the fallback tables of %s failed: %s", manifest.version, exc)
+            return
+        except Exception:  # noqa: BLE001 - a bug must not kill the client; counted, logged
+            self._counters.add(refresh_errors=1)
+            log.exception("loading the fallback tables of %s failed", manifest.version)
+            return
+        with self._lock:
+            if self._wanted is manifest and not self._closed.is_set():
+                self._install(served)
+                self._wanted = None
+
+    def _install(self, served: Served) -> None:
+        """Serve ``served`` from the next lookup on (caller holds the lock)."""
+        previous, self._served = self._served, served
+        if previous is None or previous.version != served.version:
+            self._counters.add(version_switches=1)
+            log.info("serving cache version %s (model %s, dim %d%s)", served.version,
+                     served.model_version, served.codec.dim,
+                     ", fallback tables loading" if served.tables_pending else "")
+
+    def _wait_for_tables(self, timeout_s: float | None) -> None:
+        loader = self._loader
+        if loader is not None and loader.is_alive():
+            loader.join(timeout_s)
 
     def _write_misses(self, entries: list) -> None:
         key = misses_key(self._options.key_prefix)

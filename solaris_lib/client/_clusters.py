@@ -22,11 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 from redis.exceptions import ResponseError
 
-from solaris_lib.cache.errors import CacheProtocolError
+from solaris_lib.cache.errors import CacheFormatError
 from solaris_lib.cache.format import (
+    ITEM_CLUSTER_CHUNK,
+    ITEM_CLUSTER_RECORD,
+    ITEM_PRIOR_CHUNK,
     Codec,
     Level,
     Manifest,
+    chunk_count,
+    chunk_rows,
     item_clusters_key,
     item_priors_key,
     unpack_item_clusters,
@@ -80,43 +85,87 @@ class ItemPriors:
         return len(rows)
 
 
-def get_chunks(transport: Transport, keys: list[str]) -> list[bytes | None]:
-    """GET each key (in order, each within the background timeout); an error reply raises
-    :class:`CacheProtocolError`, an I/O failure :class:`CacheError`."""
-    chunks = []
-    for key in keys:
-        reply = transport.background(key, [("GET", key)])[0]
-        if isinstance(reply, ResponseError):
-            raise CacheProtocolError(f"GET {key} answered {reply}")
-        chunks.append(reply)
+PIPELINE_BYTES = 16 << 20  # chunk bytes asked for in one background pipeline
+
+
+def table_bytes(manifest: Manifest) -> dict[str, int]:
+    """Bytes each fallback table of ``manifest`` takes in the client's memory (from the
+    manifest's counts, before anything is read): ``cluster`` 12 per item, ``item`` 8 + 4 * dim
+    per prior (float32)."""
+    out = {}
+    if manifest.has_clusters:
+        out["cluster"] = manifest.item_clusters * ITEM_CLUSTER_RECORD
+    if manifest.has_priors:
+        out["item"] = manifest.item_priors * (8 + 4 * manifest.dim)
+    return out
+
+
+def read_chunks(transport: Transport, keys: list[str], sizes: list[int]) -> list[bytes]:
+    """Each key's string, which must be exactly ``sizes[k]`` bytes: ``GETRANGE key 0 size``
+    (so a longer value is never read whole), in pipelines of about :data:`PIPELINE_BYTES`.
+    A missing, shorter or longer value or an error reply raises :class:`CacheFormatError`
+    (the level is served without); an I/O failure :class:`CacheError`."""
+    chunks: list[bytes] = []
+    start = 0
+    while start < len(keys):
+        stop, total = start, 0
+        while stop < len(keys) and (stop == start or total + sizes[stop] <= PIPELINE_BYTES):
+            total += sizes[stop]
+            stop += 1
+        commands = [("GETRANGE", keys[k], 0, sizes[k]) for k in range(start, stop)]
+        replies = transport.background(keys[start], commands)
+        for k, reply in zip(range(start, stop), replies, strict=True):
+            if isinstance(reply, ResponseError) or not isinstance(reply, bytes):
+                raise CacheFormatError(f"GETRANGE {keys[k]} answered {reply!r:.200}")
+            if len(reply) != sizes[k]:
+                raise CacheFormatError(f"{keys[k]} is missing or not {sizes[k]} bytes long")
+            chunks.append(reply)
+        start = stop
     return chunks
 
 
+def _chunk_plan(manifest: Manifest, prefix: str, what: str) -> tuple[list[str], list[int], int]:
+    """Keys and exact byte sizes of ``what`` table's chunks, and its row count; a chunk count
+    other than the format's is a :class:`CacheFormatError`."""
+    if what == "cluster":
+        items, chunks, per, record = (manifest.item_clusters, manifest.item_cluster_chunks,
+                                      ITEM_CLUSTER_CHUNK, ITEM_CLUSTER_RECORD)
+        key = item_clusters_key
+    else:
+        items, chunks, per, record = (manifest.item_priors, manifest.item_prior_chunks,
+                                      ITEM_PRIOR_CHUNK, 8 + 2 * manifest.dim)
+        key = item_priors_key
+    if chunks != chunk_count(items, per):
+        raise CacheFormatError(f"{what} table of {items} items must have "
+                               f"{chunk_count(items, per)} chunks, the manifest says {chunks}")
+    keys = [key(prefix, manifest.version, k) for k in range(chunks)]
+    return keys, [chunk_rows(items, per, k) * record for k in range(chunks)], items
+
+
 def load_item_clusters(transport: Transport, prefix: str, manifest: Manifest) -> ItemClusters:
-    """GET every chunk of ``manifest``'s table. An I/O failure raises :class:`CacheError`; a
-    missing or malformed table :class:`CacheFormatError`."""
-    keys = [item_clusters_key(prefix, manifest.version, k)
-            for k in range(manifest.item_cluster_chunks)]
-    item_ids, cluster_ids = unpack_item_clusters(get_chunks(transport, keys),
-                                                 manifest.item_clusters)
+    """Read and check ``manifest``'s item -> cluster table (see :func:`read_chunks`)."""
+    keys, sizes, items = _chunk_plan(manifest, prefix, "cluster")
+    item_ids, cluster_ids = unpack_item_clusters(read_chunks(transport, keys, sizes), items)
     log.info("version %s: item -> cluster table of %d items in %d clusters loaded",
              manifest.version, len(item_ids), manifest.clusters)
     item_ids.flags.writeable = cluster_ids.flags.writeable = False  # shared by lookups
     return ItemClusters(item_ids, cluster_ids)
 
 
-def load_item_priors(transport: Transport, prefix: str, manifest: Manifest) -> ItemPriors:
-    """GET every chunk of ``manifest``'s item-prior table and decode it (fp16 values of
-    ``manifest.dim``). An I/O failure raises :class:`CacheError`; a missing or malformed
-    table :class:`CacheFormatError`."""
-    keys = [item_priors_key(prefix, manifest.version, k)
-            for k in range(manifest.item_prior_chunks)]
-    item_ids, values = unpack_item_priors(get_chunks(transport, keys),
-                                          manifest.item_priors, 2 * manifest.dim)
+def load_item_priors(transport: Transport, prefix: str, manifest: Manifest
+                     ) -> tuple[ItemPriors, int]:
+    """Read and decode ``manifest``'s item-prior table (fp16 values of ``manifest.dim``);
+    returns it and the number of priors left out for holding an inf or a nan."""
+    keys, sizes, items = _chunk_plan(manifest, prefix, "item")
+    item_ids, values = unpack_item_priors(read_chunks(transport, keys, sizes), items,
+                                          2 * manifest.dim)
     embeddings = np.ascontiguousarray(values).view("<f2").astype(np.float32)
+    finite = np.isfinite(embeddings).all(axis=1)
+    if not finite.all():
+        item_ids, embeddings = item_ids[finite], embeddings[finite]
     log.info("version %s: %d item priors loaded", manifest.version, len(item_ids))
     item_ids.flags.writeable = embeddings.flags.writeable = False
-    return ItemPriors(item_ids, embeddings)
+    return ItemPriors(item_ids, embeddings), int(np.count_nonzero(~finite))
 
 
 def merge_clusters(codec: Codec, embeddings: np.ndarray, hit: np.ndarray, clusters: np.ndarray,

@@ -24,7 +24,9 @@ class ClientOptions:
     sending requests to a failing node and how to back off. ``miss_sample_rate``: share of
     lookups with misses recorded in the misses stream; ``miss_queue_size`` bounds the queue
     between lookups and the background writer (full: dropped, counted);
-    ``miss_stream_maxlen``: approximate cap of the stream.
+    ``miss_stream_maxlen``: approximate cap of the stream. ``max_table_bytes``: most memory
+    (bytes) a version's fallback tables may take in the client (from the manifest's counts,
+    checked before anything is read); a larger table is not loaded and its level not served.
     """
 
     key_prefix: str = "solaris"
@@ -37,6 +39,7 @@ class ClientOptions:
     miss_sample_rate: float = 0.01
     miss_queue_size: int = 10_000
     miss_stream_maxlen: int = 1_000_000
+    max_table_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         check_prefix(self.key_prefix)
@@ -47,7 +50,11 @@ class ClientOptions:
                 (self.refresh_interval_s <= 0, "refresh_interval_s must be > 0"),
                 (not 0.0 <= self.miss_sample_rate <= 1.0, "miss_sample_rate must be in [0, 1]"),
                 (self.miss_queue_size < 1, "miss_queue_size must be >= 1"),
-                (self.miss_stream_maxlen < 1, "miss_stream_maxlen must be >= 1"),
+                (not 1 <= self.miss_stream_maxlen <= 10**8,
+                 "miss_stream_maxlen must be in 1..10^8"),
+                (self.max_table_bytes < 0, "max_table_bytes must be >= 0"),
+                (self.fallback is not None and not np.isfinite(self.fallback).all(),
+                 "fallback must be finite"),
                 (self.dim is not None and self.dim < 1, "dim must be >= 1"),
                 (self.fallback is not None and self.dim is not None
                  and len(self.fallback) != self.dim, "fallback must have dim values"),

@@ -56,7 +56,9 @@ class ClientStats:
     in ``misses`` too: ``hit`` is False for them). ``item_hits``: missed rows answered at the
     ITEM level (the item's prior, from memory; also counted in ``misses``).
     ``cluster_table_errors``: versions served without their cluster (or item) level because the
-    item -> cluster (or item-prior) table was missing or malformed.
+    item -> cluster (or item-prior) table was missing or malformed; ``tables_too_large``:
+    levels not served because their table is larger than ``max_table_bytes``. ``failovers``:
+    switches to the failover version because the alias's version was unusable.
     """
 
     lookups: int = 0
@@ -71,12 +73,14 @@ class ClientStats:
     cluster_hits: int = 0
     item_hits: int = 0
     cluster_table_errors: int = 0
+    tables_too_large: int = 0
     short_circuited: int = 0
     no_version: int = 0
     breaker_opens: int = 0
     alias_refreshes: int = 0
     refresh_errors: int = 0
     version_switches: int = 0
+    failovers: int = 0
     misses_sampled: int = 0
     misses_dropped: int = 0
     misses_written: int = 0

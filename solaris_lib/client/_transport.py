@@ -220,7 +220,7 @@ class MockTransport(Transport):
 
 
 class InMemoryRedis:
-    """A :class:`MockTransport` handler over dicts: strings (``GET``/``SET``), hashes
+    """A :class:`MockTransport` handler over dicts: strings (``GET``/``GETRANGE``/``SET``), hashes
     (``HSET``/``HGETALL``/``HMGET``), streams (``XADD``: the entries are kept in a list) and
     ``PING``. Keys and fields are compared as bytes; any other command is an error reply."""
 
@@ -250,6 +250,10 @@ class InMemoryRedis:
     def _get(self, key: bytes) -> bytes | None:
         return self.strings.get(key)
 
+    def _getrange(self, key: bytes, start: bytes, end: bytes) -> bytes:
+        """Bytes ``start`` .. ``end`` (inclusive; non-negative offsets) of a string."""
+        return self.strings.get(key, b"")[int(start) : int(end) + 1]
+
     def _set(self, key: bytes, value: bytes) -> bytes:
         self.strings[key] = value
         return b"OK"
@@ -274,7 +278,7 @@ class InMemoryRedis:
         return b"%d-0" % len(self.streams[key])
 
 
-_KINDS = {b"GET": "string", b"SET": "string", b"HSET": "hash", b"HGETALL": "hash",
+_KINDS = {b"GET": "string", b"GETRANGE": "string", b"SET": "string", b"HSET": "hash", b"HGETALL": "hash",
           b"HMGET": "hash"}
 
 

@@ -184,3 +184,49 @@ def test_cluster_and_item_levels_fill_the_misses_from_memory_and_one_pipeline(st
     assert result.embeddings.tolist() == [[1, 2], [3, 3], [4, 4], [0, 0]]
     assert ("HMGET", f"p:e:{V1}:{{7}}:c", 0, 1) in store.commands
     assert (stats.hits, stats.cluster_hits, stats.item_hits) == (1, 1, 1)
+
+
+def test_non_finite_values_are_counted_misses_never_hits(store):
+    _put(store, data={7: {1: [1, 2]}})
+    for item, halves in ((2, [0x7C00, 0]), (3, [0, 0x7E00])):  # +inf, nan
+        store(("HSET", f"p:e:{V1}:{{7}}:{bucket(item, 4)}", str(item),
+               np.asarray(halves, "<u2").tobytes()))
+    with _client(store, key_prefix="p", fallback=[9, 9]) as client:
+        result = client.lookup(7, [1, 2, 3])
+        stats = client.stats()
+    assert result.hit.tolist() == [True, False, False]
+    assert result.embeddings.tolist() == [[1, 2], [9, 9], [9, 9]]
+    assert stats.corrupt_values == 2
+
+
+def test_an_unusable_alias_version_falls_back_to_the_failover_version(store):
+    _put(store, version=V1)
+    store(("SET", "p:failover", V1))
+    store(("SET", "p:alias", V2))  # V2 has no manifest (expired, or a writer died)
+    with _client(store, key_prefix="p") as client:
+        assert client.version == V1 and client.lookup(7, [1]).hit.tolist() == [True]
+        assert client.stats().failovers == 1
+        _put(store, version=V2, data={7: {1: [5, 5]}})
+        assert client.refresh() == V2
+
+
+def test_a_table_larger_than_the_limit_is_never_read_and_its_level_is_left_out(store):
+    huge = 10**9  # items: 12 GB of table, 3815 chunks
+    fields = {"fallback": "cluster", "clusters": "2", "cluster_pairs": "1",
+              "item_clusters": str(huge), "item_cluster_chunks": str(-(-huge // 2**18))}
+    _put(store, data={7: {1: [1, 2]}}, extra=fields)
+    with _client(store, key_prefix="p") as client:
+        result = client.lookup(7, [1, 2])
+        stats = client.stats()
+    assert result.hit.tolist() == [True, False] and client.version == V1
+    assert stats.tables_too_large == 1
+    assert not [c for c in store.commands if c[0] in ("GET", "GETRANGE") and ":h:" in c[1]]
+
+
+def test_a_chunk_count_other_than_the_formats_serves_the_version_without_the_level(store):
+    fields = {"fallback": "cluster", "clusters": "2", "cluster_pairs": "1",
+              "item_clusters": "3", "item_cluster_chunks": "1000000"}
+    _put(store, data={7: {1: [1, 2]}}, extra=fields)
+    with _client(store, key_prefix="p") as client:
+        assert client.lookup(7, [1]).hit.tolist() == [True]
+        assert client.stats().cluster_table_errors == 1
