@@ -24,7 +24,9 @@ from solaris_lib.cache.format import (
     ITEM_CLUSTER_CHUNK,
     ITEM_PRIOR_CHUNK,
     Level,
+    alias_key,
     chunk_count,
+    failover_key,
     pack_item_clusters,
     pack_item_priors,
 )
@@ -147,12 +149,12 @@ def cache_states(draw) -> list[tuple]:
             commands.append(("HSET", f"{P}:m:{version}", *[p for kv in pairs for p in kv]))
         elif shape == "string":
             commands.append(("SET", f"{P}:m:{version}", draw(junk)))
-    for key in ("alias", "failover"):
+    for key in (alias_key(P), failover_key(P)):
         kind = draw(st.integers(0, 9))  # mostly a version; the ends: none, junk
         value = (None if kind == 0 else draw(version_ids) if kind in (1, 9)
                  else draw(st.sampled_from(VERSIONS)))
         if value is not None:
-            commands.append(("SET", f"{P}:{key}", value))
+            commands.append(("SET", key, value))
     if draw(rarely):
         commands.append(("HSET", f"{P}:alias", "a", "b"))
     return commands

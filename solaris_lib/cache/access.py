@@ -22,15 +22,16 @@ from solaris_lib.cache.connection import translated
 from solaris_lib.cache.errors import CacheProtocolError, PublishPermissionError
 
 log = logging.getLogger(__name__)
-NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +eval "
-          "(+config|get optional; +cluster|slots on Redis Cluster)")
+NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +ttl +scan +eval "
+          "(+select where the URL names a database other than 0; +cluster|slots on Redis "
+          "Cluster; no CONFIG)")
 # KEYS[1]: a hash like a user's or a manifest; KEYS[2]: a string like the alias. Returns nil
 # when every command is allowed, else {command, key} of the first refused one.
 CHECK_SCRIPT = """
 local h, s = KEYS[1], KEYS[2]
 local checks = {
-  {'INFO', 'memory'}, {'HSET', h, '1', 'v'}, {'EXPIRE', h, '60'}, {'HLEN', h},
-  {'HMGET', h, '1'}, {'HGETALL', h}, {'GET', s}, {'SET', s, 'v'},
+  {'INFO', 'memory'}, {'HSET', h, '1', 'v'}, {'EXPIRE', h, '60', 'NX'}, {'HLEN', h},
+  {'HMGET', h, '1'}, {'HGETALL', h}, {'TTL', h}, {'GET', s}, {'SET', s, 'v'}, {'SCAN', '0'},
 }
 for _, c in ipairs(checks) do
   if not redis.acl_check_cmd(unpack(c)) then return {c[1], c[2]} end

@@ -91,3 +91,10 @@ class InsufficientMemoryError(PublishError):
 
 class VerificationError(PublishError):
     """The written version's row count or sampled read-back differs from its input."""
+
+
+class EvictionPolicyError(PublishError):
+    """The server's ``maxmemory-policy`` may evict cached pairs: refused before writing, or
+    found after the switch (the version is served but may lose pairs)."""
+
+    exit_code = 2

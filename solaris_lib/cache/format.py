@@ -3,7 +3,7 @@
 Keys, all under the deployment's key prefix ``P``::
 
     P:alias                         string  the served version id
-    P:failover                      string  the version served before it (kept as failover)
+    P:failover:{P:alias}            string  the version served before it (kept as failover)
     P:m:<version>                   hash    the version's manifest (see :class:`Manifest`)
     P:e:<version>:{<user_id>}:<b>   hash    the user's exact items of bucket b (0 .. buckets - 1,
                                             :func:`bucket_of`): field = decimal item id
@@ -47,6 +47,10 @@ FALLBACK_CLUSTER = "cluster"
 ITEM_CLUSTER_CHUNK = 1 << 18  # items per P:h:<version>:items:<k> string (3 MiB)
 ITEM_CLUSTER_RECORD = 12  # bytes per item: int64 id + int32 cluster
 ITEM_PRIOR_CHUNK = 1 << 14  # items per P:h:<version>:prior:<k> string (2.2 MiB at dim 64 fp16)
+# The TTL of every key of a served or failover version (ten years: in effect never). A publish
+# sets it after its switch (solaris_lib/cache/retain.py) and shortens it again when the
+# version retires; the writer's "EXPIRE ttl NX" + "EXPIRE ttl GT" never lower it.
+RETAINED_TTL_S = 10 * 365 * 86400
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VERSION = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{10}$")
@@ -76,8 +80,18 @@ def alias_key(prefix: str) -> str:
 
 def failover_key(prefix: str) -> str:
     """The string key naming the failover version: the one served before the alias's, kept
-    (never expiring) until a later version is verified and switched to."""
-    return f"{prefix}:failover"
+    (never expiring) until a later version is verified and switched to. Its hash tag is the
+    alias's name, so both live on one Redis Cluster slot and move in one atomic script."""
+    return f"{prefix}:failover:{{{alias_key(prefix)}}}"
+
+
+_VERSION_IN_KEY = re.compile(r"^[^:]+:[meh]:(\d{8}T\d{6}Z-[0-9a-f]{10})(?::|$)")
+
+
+def version_in_key(key: str) -> str | None:
+    """The version whose key ``key`` is (its manifest, a user's hash, a chunk), else None."""
+    match = _VERSION_IN_KEY.match(key)
+    return match.group(1) if match else None
 
 
 def manifest_key(prefix: str, version: str) -> str:

@@ -10,21 +10,30 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
                 scattered users and the memory estimate per slot; when the interval has the
                 fallback tables, the same over the cluster rows and the item tables read on
                 the driver (:mod:`fallback`) -> the deterministic version id
-2. ``estimate`` bytes per master; refuse when they will not fit
-3. ``write``    manifest (state ``writing``), the fallback's chunks (read back), then the
+2. ``estimate`` bytes per master; refuse when they will not fit, or when a master's
+                ``maxmemory_policy`` (INFO memory) may evict (EvictionPolicyError)
+3. ``write``    manifest (state ``writing``; a manifest already ``complete`` is never
+                rewritten: another publisher finished this version, nothing is written),
+                the fallback's chunks (read back), then the
                 exact rows into their users' bucket hashes and the cluster rows into their
                 users' cluster hashes (Spark tasks, pipelined, in file order; scattered users
                 after a shuffle by user); each task then counts the fields its keys hold on
                 the server and reads back a hash-chosen sample. Checked
                 (:mod:`checks`): pairs written + duplicates + non-finite = publishable rows,
                 fields on the server = pairs written, every sampled pair equal to its input
-4. ``switch``   manifest ``complete``, alias -> version (one atomic EVAL, never backwards)
-5. ``quarantine`` (when exact rows were refused) the refused rows with their reason
+4. ``switch``   manifest ``complete``, alias -> version and the previous version -> failover
+                (one atomic EVAL, never backwards)
+5. ``retain``   the served and failover versions' keys stop expiring, other versions retire
+                (:mod:`retain`); then, after the switch, the eviction policy and the keys
+                evicted meanwhile are checked again (EvictionPolicyError: served, but at risk)
+6. ``quarantine`` (when exact rows were refused) the refused rows with their reason
 
 Nothing a reader can see changes before phase 4: the alias still names the previous version,
-whose keys are never touched, so a failure at any point leaves it served. Old versions expire
-by TTL. A rerun of the same interval over the same embeddings gets the same version id and
-writes the same bytes; when that version is already served it returns ``already_served``.
+whose keys are never touched (the writer never shortens a retained key's TTL), so a failure at
+any point leaves it served. Versions that were never switched to expire by their TTL; retired
+ones ``retire_after_s`` after the switch that retired them. A rerun of the same interval over
+the same embeddings gets the same version id and writes the same bytes; when that version is
+already served it returns ``already_served`` (and runs phase 5 again).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from solaris_lib.cache.errors import (
     CacheFormatError,
     CacheProtocolError,
     CacheUnavailableError,
+    EvictionPolicyError,
     InsufficientMemoryError,
     PublishError,
     PublishInputError,
@@ -69,8 +79,9 @@ from solaris_lib.cache.format import (
     version_id,
 )
 from solaris_lib.cache.inputs import Inputs
+from solaris_lib.cache.retain import retain
 from solaris_lib.cache.rows import CLUSTER, EXACT, NON_FINITE, Survey, interpret
-from solaris_lib.cache.server import CacheServer
+from solaris_lib.cache.server import EVICTING, CacheServer
 from solaris_lib.cache.survey import Layout, Merged
 from solaris_lib.cache.writer import STATS_NAMES, WriteTarget
 from solaris_lib.config import SolarisSettings
@@ -100,6 +111,9 @@ class PublishConfig(BaseModel):
     write_timeout_s: float = Field(60.0, gt=0, description="Timeout of one pipelined send.")
     force: bool = Field(False, description="Switch the alias even when it names a later "
                         "interval (backfills normally leave it).")
+    retire_after_s: int = Field(600, gt=0, description="Seconds a retired version (neither "
+                                "served nor failover any more) stays readable after a switch, "
+                                "for clients that have not refreshed yet.")
 
     @field_validator("buckets")
     @classmethod
@@ -137,6 +151,11 @@ class PublishReport:
     item_clusters: int = 0
     cluster_duplicates: int = 0
     cluster_dropped: dict[str, int] = field(default_factory=dict)
+    # the failover tier (solaris_lib/cache/retain.py) and the eviction check
+    failover_version: str | None = None
+    retained: dict = field(default_factory=dict)
+    eviction_policy: dict[str, str] = field(default_factory=dict)
+    evicted_keys: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -269,17 +288,47 @@ class _Run:
             report.cluster_dropped = dict(level.tables.dropped)
         log.info("version %s: %d publishable rows of %d", version, found.valid_rows, found.rows)
         if self._nothing_to_do(report):
+            self._retain(report)
             return report
         self._phase("estimate")
-        self._check_memory(report, merged, found, level)
+        evicted = self._check_memory(report, merged, found, level)
         self._phase("write")
         manifest = self._write(report, inputs, merged, found, level)
         self._phase("switch")
-        return self._switch(report, manifest)
+        self._switch(report, manifest)
+        self._retain(report)
+        self._check_no_eviction(report, evicted)
+        return report
+
+    def _retain(self, report: PublishReport) -> None:
+        """Keep the served and failover versions (never expiring), retire the others
+        (:mod:`solaris_lib.cache.retain`); run on every rerun, so it heals a publish that
+        died between its switch and this pass."""
+        self._phase("retain")
+        done = retain(self.server, self.config.retire_after_s, self.ttl_s)
+        report.failover_version = done.failover
+        report.retained = done.as_dict()
+
+    def _check_no_eviction(self, report: PublishReport, evicted_before: int) -> None:
+        """After the switch: the policy is still non-evicting and nothing was evicted while
+        the version was written (else the version is served but may lose pairs: fail loudly)."""
+        report.eviction_policy = self.server.eviction_policy()
+        report.evicted_keys = self.server.evicted_keys() - evicted_before
+        evicting = {n: p for n, p in report.eviction_policy.items() if p.startswith(EVICTING)}
+        if evicting or report.evicted_keys:
+            raise EvictionPolicyError(
+                f"version {report.version} is served, but Redis evicted {report.evicted_keys} "
+                f"keys during the publish and maxmemory-policy is now "
+                f"{report.eviction_policy}: served pairs may vanish. Set maxmemory-policy "
+                f"noeviction (infra/redis.conf) and rerun the publish.")
 
     def _nothing_to_do(self, report: PublishReport) -> bool:
         previous = report.previous_version
-        existing = self.server.manifest(report.version)
+        try:
+            existing = self.server.manifest(report.version)
+        except CacheFormatError as exc:  # a partial or foreign manifest: rewritten below
+            log.warning("manifest of %s is unusable (%s): rewriting it", report.version, exc)
+            existing = None
         if previous == report.version and existing is not None and existing.complete:
             report.status, report.served_version = "already_served", previous
             report.pairs, report.users = existing.pairs, existing.users
@@ -293,9 +342,11 @@ class _Run:
         return False
 
     def _check_memory(self, report: PublishReport, merged: Merged, found: Survey,
-                      level: _Level | None) -> None:
+                      level: _Level | None) -> int:
         """Bytes per master: the published users' hashes (from the survey) and the level's
-        cluster hashes and chunks; refuse when they do not fit."""
+        cluster hashes and chunks; refuse when they do not fit, or when a master's
+        maxmemory-policy may evict. Returns the keys evicted so far (for the check after the
+        switch)."""
         nodes = self.server.nodes()
         parts = [merged.parts[(found.model_version, 2 * found.dim)]]
         if level is not None:
@@ -316,11 +367,16 @@ class _Run:
         log.info("estimate: %d bytes (%d listpack-encoded hashes; limits %s from %s)",
                  report.estimate_bytes, report.listpack_keys,
                  (limits.max_entries, limits.max_value), limits.source)
-        policy = self.server.eviction_policy()
-        if policy not in ("noeviction", "unknown"):
-            log.warning("maxmemory-policy is %s: Redis may evict cached pairs under pressure",
-                        policy)
+        report.eviction_policy = self.server.eviction_policy()
+        evicting = {n: p for n, p in report.eviction_policy.items() if p.startswith(EVICTING)}
+        if evicting:
+            raise EvictionPolicyError(
+                f"Redis at {', '.join(sorted(evicting))} has maxmemory-policy "
+                f"{', '.join(sorted(set(evicting.values())))}: it may evict the pairs of a "
+                f"served version. Set maxmemory-policy noeviction (infra/redis.conf). Nothing "
+                f"was written; {report.previous_version or 'no version'} is still served.")
         self._refuse_when_full(needed, report)
+        return self.server.evicted_keys()
 
     def _refuse_when_full(self, needed: dict[str, int], report: PublishReport) -> None:
         info = self.server.memory()
@@ -362,7 +418,13 @@ class _Run:
             plans[CLUSTER.name] = (level.found, self._target(
                 report.version, found.dim, level.found.valid_rows, 0),
                 level.merged.scattered.get(key, np.zeros(0, np.int64)))
-        self.server.write_manifest(manifest)
+        if not self.server.write_manifest(manifest):
+            done = self.server.manifest(report.version)
+            log.info("version %s is complete already (another publisher finished it): its "
+                     "manifest is not rewritten and nothing is written", report.version)
+            report.pairs, report.users = done.pairs, done.users
+            report.cluster_pairs = done.cluster_pairs
+            return done
         if level is not None:
             write_chunks(self.server, report.version, level.tables, self.ttl_s)
         started = time.perf_counter()
@@ -398,17 +460,17 @@ class _Run:
             self.seconds[name] = round(max(self.seconds.get(name, 0.0), slowest), 3)
         return {name: sum(s[name] for s in stats) for name in STATS_NAMES}
 
-    def _switch(self, report: PublishReport, manifest: Manifest) -> PublishReport:
+    def _switch(self, report: PublishReport, manifest: Manifest) -> None:
         final = replace(manifest, pairs=report.pairs, users=report.users,
                         cluster_pairs=report.cluster_pairs, state=STATE_COMPLETE)
-        self.server.write_manifest(final)
+        self.server.write_manifest(final)  # a no-op when another publisher completed it
         self.alias_sent = True
-        report.served_version = self.server.switch_alias(report.version, self.config.force)
+        report.served_version, report.failover_version = self.server.switch_alias(
+            report.version, self.config.force)
         if report.served_version != report.version:
             report.status = "superseded"
-        log.info("%s: alias -> %s (was %s)", report.status, report.served_version,
-                 report.previous_version)
-        return report
+        log.info("%s: alias -> %s (was %s; failover %s)", report.status,
+                 report.served_version, report.previous_version, report.failover_version)
 
     def _quarantine(self, inputs: Inputs, found: Survey, report: PublishReport) -> None:
         """Write the refused rows with their reason (the writer's non-finite rows included)."""

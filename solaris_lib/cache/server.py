@@ -11,19 +11,35 @@ from __future__ import annotations
 from solaris_lib.cache.connection import Nodes, connect, masters, translated
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import CacheError
-from solaris_lib.cache.format import Manifest, alias_key, manifest_key
+from solaris_lib.cache.format import Manifest, alias_key, failover_key, manifest_key
 from solaris_lib.cache.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_VALUE, HashLimits
 
-# Moves the alias to ARGV[1] unless it names a later interval (the first 16 characters of a
-# version id are its interval key) and ARGV[2] is not "1". Returns the alias afterwards.
+# Moves the alias (KEYS[1]) to ARGV[1] unless it names a later interval (the first 16
+# characters of a version id are its interval key) and ARGV[2] is not "1"; the version it named
+# becomes the failover (KEYS[2], same slot). Returns {alias, failover} afterwards.
 SWITCH_ALIAS = """
 local current = redis.call('GET', KEYS[1])
 if current and ARGV[2] ~= '1' and string.sub(current, 1, 16) > string.sub(ARGV[1], 1, 16) then
-  return current
+  return {current, redis.call('GET', KEYS[2])}
 end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+if current ~= ARGV[1] then
+  if current then redis.call('SET', KEYS[2], current) end
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return {ARGV[1], redis.call('GET', KEYS[2])}
 """
+# Writes a manifest's fields (ARGV[2] ...) unless it is complete already (a served version's
+# manifest is never rewritten: a second or zombie publisher of the same interval cannot set it
+# back to "writing"); gives it the TTL ARGV[1] without ever shortening it. Returns 1 when
+# written, 0 when the manifest was complete.
+WRITE_MANIFEST = """
+if redis.call('HMGET', KEYS[1], 'state')[1] == 'complete' then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX')
+redis.call('EXPIRE', KEYS[1], ARGV[1], 'GT')
+return 1
+"""
+EVICTING = ("allkeys-", "volatile-")  # maxmemory-policy prefixes that may drop cached pairs
 
 
 class CacheServer:
@@ -55,8 +71,14 @@ class CacheServer:
             return self.client.get(key)
 
     def set(self, key: str, value: bytes, ttl_s: int) -> None:
+        """SET ``key`` (keeping its TTL), then give it ``ttl_s`` unless it has a longer one
+        (a retained version's chunk is rewritten with the same bytes, never shortened)."""
         with translated(f"SET {key}"):
-            self.client.set(key, value, ex=ttl_s)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(key, value, keepttl=True)
+            pipe.expire(key, ttl_s, nx=True)
+            pipe.expire(key, ttl_s, gt=True)
+            pipe.execute()
 
     def manifest(self, version: str) -> Manifest | None:
         """The manifest of ``version``, or None when it is absent (expired or never written)."""
@@ -65,20 +87,22 @@ class CacheServer:
             raw = self.client.hgetall(key)
         return Manifest.from_fields(raw) if raw else None
 
-    def write_manifest(self, manifest: Manifest) -> None:
+    def write_manifest(self, manifest: Manifest) -> bool:
+        """Write ``manifest`` unless the version's manifest is complete already (then False:
+        another publisher finished this version; its manifest is never rewritten)."""
         key = manifest_key(self.prefix, manifest.version)
+        fields = [part for pair in manifest.to_fields().items() for part in pair]
         with translated(f"writing manifest {key}"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hset(key, mapping=manifest.to_fields())
-            pipe.expire(key, manifest.ttl_s)
-            pipe.execute()
+            return bool(self.client.eval(WRITE_MANIFEST, 1, key, manifest.ttl_s, *fields))
 
-    def switch_alias(self, version: str, force: bool = False) -> str:
-        """Atomically point the alias at ``version``; returns what it points at afterwards."""
-        key = alias_key(self.prefix)
-        with translated(f"switching {key}"):
-            reply = self.client.eval(SWITCH_ALIAS, 1, key, version, "1" if force else "0")
-        return reply.decode()
+    def switch_alias(self, version: str, force: bool = False) -> tuple[str, str | None]:
+        """Atomically point the alias at ``version`` (the version it named becomes the
+        failover); returns ``(alias, failover)`` afterwards."""
+        keys = (alias_key(self.prefix), failover_key(self.prefix))
+        with translated(f"switching {keys[0]}"):
+            alias, failover = self.client.eval(SWITCH_ALIAS, 2, *keys, version,
+                                               "1" if force else "0")
+        return alias.decode(), failover.decode() if failover else None
 
     def memory(self) -> dict[str, dict[str, int]]:
         """``INFO memory`` numbers of each master (``host:port``)."""
@@ -102,15 +126,21 @@ class CacheServer:
             values.append(int(config.get("hash-max-listpack-value", DEFAULT_MAX_VALUE)))
         return HashLimits(min(entries), min(values), "CONFIG GET on every master")
 
-    def eviction_policy(self) -> str:
-        """``maxmemory-policy`` of the first master ('unknown' when CONFIG is not permitted)."""
-        name, client = self.masters()[0]
-        try:
-            with translated(f"CONFIG GET on {name}"):
-                reply = client.config_get("maxmemory-policy")
-        except CacheError:
-            return "unknown"
-        return reply.get("maxmemory-policy", "unknown")
+    def eviction_policy(self) -> dict[str, str]:
+        """``maxmemory_policy`` of each master, from ``INFO memory`` (no CONFIG needed)."""
+        return {name: str(info.get("maxmemory_policy", "unknown"))
+                for name, info in self._info("memory").items()}
+
+    def evicted_keys(self) -> int:
+        """Keys evicted so far, summed over the masters (``INFO stats``)."""
+        return sum(int(info.get("evicted_keys", 0)) for info in self._info("stats").values())
+
+    def _info(self, section: str) -> dict[str, dict]:
+        out = {}
+        for name, client in self.masters():
+            with translated(f"INFO {section} on {name}"):
+                out[name] = client.info(section)
+        return out
 
     def close(self) -> None:
         self.client.close()

@@ -6,9 +6,13 @@ error (the input changed under the publish: nothing is switched). Rows with an i
 are dropped and counted; copies of a pair are resolved by :func:`pairs.dedupe`. The rows of
 each complete user are sorted by (key, field id) and each of the user's keys
 (``docs/cache-format.md``: a bucket hash per bucket of its items, or its one cluster hash)
-gets ``HSET key field value ...``, ``EXPIRE key ttl`` and ``HLEN key`` in the buffer of the
-master owning the user's slot: the HLEN replies count the fields the server holds (the
-row-count check). A buffer is sent (on a sender thread, while the next users are encoded; at
+gets ``HSET key field value ...`` (in HSETs of at most :data:`MAX_FIELDS_PER_HSET` fields, so a
+user with a million pairs is written in bounded commands and sends), ``EXPIRE key ttl NX``,
+``EXPIRE key ttl GT`` and ``HLEN key`` in the buffer of the master owning the user's slot: the
+HLEN replies count the fields the server holds (the row-count check). The two EXPIREs give a
+new key (or one a failed run left) the version's TTL but never shorten a key that a publish
+retained (a served or failover version's, :data:`format.RETAINED_TTL_S`): a late or zombie
+writer of a served version cannot make it expire. A buffer is sent (on a sender thread, while the next users are encoded; at
 most :data:`SENDS_IN_FLIGHT` queued) when it reaches ``pipeline_bytes``, over redis-py
 connections (:mod:`connection`). After the task, pipelined ``HMGET`` reads back a fixed
 hash-chosen sample of pairs, compared byte for byte with what was sent and, decoded, with the
@@ -39,6 +43,7 @@ from solaris_lib.cache.format import CLUSTER_KEY, Codec, bucket_of, user_key_hea
 
 log = logging.getLogger(__name__)
 SENDS_IN_FLIGHT = 4  # pipelined payloads queued on the sender thread (each ~pipeline_bytes)
+MAX_FIELDS_PER_HSET = 1000  # a key's fields go in HSETs of at most this many (giant users)
 STATS_NAMES = ("pairs", "duplicates", "non_finite", "users", "keys", "fields_on_server",
                "verified", "mismatched", "bytes_sent")
 STATS_SCHEMA = pa.schema([(name, pa.int64()) for name in STATS_NAMES]
@@ -65,8 +70,10 @@ class WriteTarget:
 class _NodeBuffer:
     """Commands waiting for one master, with each user's hash tag (to re-route them)."""
 
-    parts: list[list[bytes | memoryview]] = field(default_factory=list)  # one per key
+    parts: list[list[bytes | memoryview]] = field(default_factory=list)  # commands on a key
     tags: list[str] = field(default_factory=list)
+    replies: list[int] = field(default_factory=list)  # replies of each part
+    counted: list[bool] = field(default_factory=list)  # the part ends with the key's HLEN
     size: int = 0
 
 
@@ -90,7 +97,7 @@ class PartitionWriter:
         self.buffers: dict[str, _NodeBuffer] = {}
         self.samples: dict[str, list[_Sample]] = {}
         self.users_written: list[np.ndarray] = []
-        self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # the last user's
         self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="solaris-write")
         self.in_flight: deque[tuple[str, _NodeBuffer, int, Future]] = deque()
         self.counts = dict.fromkeys(STATS_SCHEMA.names, 0)
@@ -107,13 +114,16 @@ class PartitionWriter:
         finite = ~pairs.non_finite_fp16(fp16)
         self.counts["non_finite"] += int(np.count_nonzero(~finite))
         rows = (users[finite], items[finite], fp16[finite])
-        if self.pending is not None:
-            rows = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, rows, strict=True))
         if not len(rows[0]):
             return
+        if self.pending and (rows[0] == self.pending[0][0][0]).all():
+            self.pending.append(rows)  # a giant user's rows: joined once, when it ends
+            return
+        if self.pending:
+            rows = tuple(np.concatenate(parts) for parts in zip(*self.pending, rows, strict=True))
         others = np.flatnonzero(rows[0] != rows[0][-1])
         last = int(others[-1]) + 1 if len(others) else 0
-        self.pending = tuple(column[last:] for column in rows)
+        self.pending = [tuple(column[last:] for column in rows)]
         self._write_users(*(column[:last] for column in rows))
 
     def _key_parts(self, items: np.ndarray) -> np.ndarray:
@@ -143,29 +153,40 @@ class PartitionWriter:
         tails = parts[starts].tolist() if self.target.buckets else [CLUSTER_KEY] * len(tags)
         keys = [b"%s%s}:%s" % (self.head, tag.encode(), str(tail).encode())
                 for tag, tail in zip(tags, tails, strict=True)]
-        commands = pairs.hset_pieces(keys, starts, items, fp16)
+        ends = np.r_[starts[1:], len(users)]
+        batches = -(-(ends - starts) // MAX_FIELDS_PER_HSET)  # HSETs per key, bounded
+        owner = np.repeat(np.arange(len(starts)), batches)
+        first = np.r_[0, np.cumsum(batches)[:-1]]
+        sub_starts = starts[owner] + (np.arange(len(owner)) - first[owner]) * MAX_FIELDS_PER_HSET
+        commands = pairs.hset_pieces([keys[k] for k in owner.tolist()], sub_starts, items, fp16)
         chosen = pairs.sampled(users, items, self.target.sample_modulus)
         sampled = np.flatnonzero(np.add.reduceat(chosen, starts) > 0).tolist()
-        ends = np.r_[starts[1:], len(users)]
         samples = {k: _Sample(keys[k], items[rows], fp16[rows]) for k in sampled
                    for rows in [np.flatnonzero(chosen[starts[k]:ends[k]]) + starts[k]]}
-        ttl = b"%d" % self.target.ttl_s
-        for k, (tag, key, hset) in enumerate(zip(tags, keys, commands, strict=True)):
+        ttl = b"$%d\r\n%d\r\n" % (len(str(self.target.ttl_s)), self.target.ttl_s)
+        for k, (tag, key) in enumerate(zip(tags, keys, strict=True)):
             name = b"$%d\r\n%s\r\n" % (len(key), key)
-            tail = (b"*3\r\n$6\r\nEXPIRE\r\n%s$%d\r\n%s\r\n*2\r\n$4\r\nHLEN\r\n%s"
-                    % (name, len(ttl), ttl, name))
-            self._buffer_key(tag, [*hset, tail], samples.get(k))
+            tail = (b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nNX\r\n"
+                    b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nGT\r\n*2\r\n$4\r\nHLEN\r\n%s"
+                    % (name, ttl, name, ttl, name))
+            node = self.nodes.node_for_tag(tag)
+            if k in samples:
+                self.samples.setdefault(node, []).append(samples[k])
+            hsets = commands[first[k]:first[k] + batches[k]]
+            for hset in hsets[:-1]:
+                self._buffer(node, tag, hset, 1, False)
+            self._buffer(node, tag, [*hsets[-1], tail], 4, True)
 
-    def _buffer_key(self, tag: str, command: list[bytes | memoryview],
-                    sample: _Sample | None) -> None:
-        """One key's HSET, EXPIRE and HLEN (the pieces of ``command``) into the buffer of the
-        master owning ``tag`` (the user's decimal id), and its sampled pairs."""
-        node = self.nodes.node_for_tag(tag)
-        if sample is not None:
-            self.samples.setdefault(node, []).append(sample)
+    def _buffer(self, node: str, tag: str, command: list[bytes | memoryview], replies: int,
+                counted: bool) -> None:
+        """Commands on one key (the pieces of ``command``, ``replies`` replies; ``counted``:
+        the last is the key's HLEN) into the buffer of ``node``, the master owning ``tag``
+        (the user's decimal id); sent when the buffer reaches ``pipeline_bytes``."""
         buffer = self.buffers.setdefault(node, _NodeBuffer())
         buffer.parts.append(command)
         buffer.tags.append(tag)
+        buffer.replies.append(replies)
+        buffer.counted.append(counted)
         buffer.size += sum(map(len, command))
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(node)
@@ -181,7 +202,7 @@ class PartitionWriter:
             self._settle_oldest()
         payload = _join(buffer.parts)
         future = self.sender.submit(send_packed, self.nodes.pool(node), [payload],
-                                    3 * len(buffer.parts))
+                                    sum(buffer.replies))
         self.in_flight.append((node, buffer, len(payload), future))
 
     def _settle_oldest(self) -> None:
@@ -194,7 +215,10 @@ class PartitionWriter:
         self.counts["bytes_sent"] += size
         errors = [r for r in replies if isinstance(r, ResponseError)]
         if not errors:
-            self.counts["fields_on_server"] += sum(replies[2::3])
+            ends = np.cumsum(buffer.replies) - 1  # each group's last reply: HLEN when counted
+            self.counts["fields_on_server"] += sum(
+                replies[end] for end, counted in zip(ends.tolist(), buffer.counted, strict=True)
+                if counted)
             return
         moved = isinstance(errors[0], AskError | TryAgainError)
         if not moved or attempt >= MAX_REDIRECTS:
@@ -205,20 +229,24 @@ class PartitionWriter:
         """The cluster moved slots: reload the map and resend (HSET/EXPIRE are idempotent)."""
         self.nodes.refresh()
         targets: dict[str, _NodeBuffer] = {}
-        for tag, command in zip(buffer.tags, buffer.parts, strict=True):
+        for tag, command, replies, counted in zip(buffer.tags, buffer.parts, buffer.replies,
+                                                  buffer.counted, strict=True):
             target = targets.setdefault(self.nodes.node_for_tag(tag), _NodeBuffer())
             target.parts.append(command)
             target.tags.append(tag)
+            target.replies.append(replies)
+            target.counted.append(counted)
         for node, target in targets.items():
             payload = _join(target.parts)
-            replies = send_packed(self.nodes.pool(node), [payload], 3 * len(target.parts))
+            replies = send_packed(self.nodes.pool(node), [payload], sum(target.replies))
             self._check(node, target, len(payload), replies, attempt + 1)
 
     def finish(self) -> dict:
         """Write the last user, flush, count and read back; the task's stats."""
-        if self.pending is not None:
-            self._write_users(*self.pending)
-            self.pending = None
+        if self.pending:
+            self._write_users(*(np.concatenate(parts) for parts in zip(*self.pending,
+                                                                       strict=True)))
+            self.pending = []
         self._check_runs()
         for node in list(self.buffers):
             self._flush(node)

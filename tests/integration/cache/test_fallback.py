@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.cache.format import Level, unpack_item_clusters, unpack_item_priors
+from solaris_lib.cache.format import RETAINED_TTL_S, Level, unpack_item_clusters, unpack_item_priors
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.layout import EMBEDDINGS, DataLayout
@@ -124,7 +124,7 @@ def test_publish_with_cluster_tables_serves_three_levels(spark, settings_for, re
     key = f"{key_prefix}:h:{report.version}:items:0"
     ids, clusters = unpack_item_clusters([r.get(key)], 28)
     assert ids.tolist() == ITEMS[:28] and clusters.tolist() == [i % 5 for i in ITEMS[:28]]
-    assert 0 < r.ttl(key) <= 600
+    assert r.ttl(key) > RETAINED_TTL_S - 600  # served: kept
     exact = {}
     for key in r.scan_iter(f"{key_prefix}:e:{report.version}:{{1}}:[0-9]*"):
         fields = r.hgetall(key)
@@ -286,7 +286,7 @@ def test_item_priors_serve_the_item_level_without_a_round_trip(spark, settings_f
     assert (manifest[b"item_priors"], manifest[b"item_prior_chunks"]) == (b"26", b"1")
     key = f"{prefix}:h:{report.version}:prior:0"
     ids, values = unpack_item_priors([r.get(key)], 26, 2 * DIM)
-    assert ids.tolist() == PRIORS and 0 < r.ttl(key) <= 600
+    assert ids.tolist() == PRIORS and r.ttl(key) > RETAINED_TTL_S - 600  # served: kept
     assert values.tobytes() == b"".join(vector(-1, i).astype("<f2").tobytes() for i in PRIORS)
     counts = {level: 0 for level in Level}
     with SolarisClient.from_url(server.url, key_prefix=prefix, timeout_ms=TEST_TIMEOUT_MS,

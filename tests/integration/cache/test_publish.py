@@ -13,6 +13,7 @@ import redis
 
 from solaris_lib.cache import publish as publish_module
 from solaris_lib.cache.errors import InsufficientMemoryError, PublishError, PublishInputError
+from solaris_lib.cache.format import RETAINED_TTL_S
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.cache.rows import EXACT, NON_FINITE
 from solaris_lib.cache.writer import WriteTarget, write_rows
@@ -65,7 +66,7 @@ def test_publish_then_lookup_returns_the_input(spark, settings_for, redis_url, k
         assert np.array_equal(found[pair], want)
     r = redis.Redis.from_url(redis_url)
     keys = list(r.scan_iter(f"{key_prefix}:e:{report.version}:{{0}}:*"))
-    assert 1 <= len(keys) <= 4 and all(0 < r.ttl(k) <= 600 for k in keys)
+    assert 1 <= len(keys) <= 4 and all(r.ttl(k) > RETAINED_TTL_S - 600 for k in keys)  # served: kept
     manifest = r.hgetall(f"{key_prefix}:m:{report.version}")
     assert manifest[b"state"] == b"complete" and manifest[b"pairs"] == b"360"
     assert not list_files(DataLayout.from_settings(settings).stage_root(CACHE_STAGE))

@@ -201,7 +201,7 @@ def test_non_finite_values_are_counted_misses_never_hits(store):
 
 def test_an_unusable_alias_version_falls_back_to_the_failover_version(store):
     _put(store, version=V1)
-    store(("SET", "p:failover", V1))
+    store(("SET", "p:failover:{p:alias}", V1))
     store(("SET", "p:alias", V2))  # V2 has no manifest (expired, or a writer died)
     with _client(store, key_prefix="p") as client:
         assert client.version == V1 and client.lookup(7, [1]).hit.tolist() == [True]

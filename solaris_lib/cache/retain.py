@@ -1,0 +1,116 @@
+"""The failover tier: the served version and the failover version never expire; every other
+version does, by its own TTL or, once retired, after a grace period.
+
+A version's keys are written with its TTL (``ttl_s``), so a publish that dies leaves a partial
+version that expires by itself. After a switch (and on every rerun of a publish, so a driver
+killed between its switch and this pass is healed by the next run), :func:`retain` walks the
+prefix's keys on every master (``SCAN MATCH P:*``, pages of :data:`PAGE` keys):
+
+* keys of the served version (``P:alias``) and of the failover version (``P:failover:{..}``,
+  the one served before it) get ``EXPIRE key RETAINED_TTL_S GT``: ten years, in effect never;
+  ``GT`` leaves a key already retained unchanged;
+* keys of any other version whose TTL is above ``ttl_ceiling`` (a version retained before, now
+  retired) or that have none get ``EXPIRE key grace_s``: readers still on it (a client that
+  has not refreshed yet) keep it for ``grace_s`` seconds. Keys with a shorter TTL (a version
+  being written, or a failed one) are left to their own TTL.
+
+So during a pipeline outage the served version keeps answering for as long as the outage
+lasts, and the version before it stays as the failover until a later one is verified and
+switched to. The pass reads every key name of each master (SCAN is not limited to the prefix
+by the server), about a second per million keys; the publisher's user needs ``+scan +ttl``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from solaris_lib.cache.connection import translated
+from solaris_lib.cache.format import (
+    RETAINED_TTL_S,
+    alias_key,
+    check_version,
+    failover_key,
+    version_in_key,
+)
+
+log = logging.getLogger(__name__)
+PAGE = 1000  # keys per SCAN page (and per pipeline of EXPIREs)
+
+
+@dataclass
+class Retained:
+    """What one pass did: the versions kept and the keys touched."""
+
+    served: str | None
+    failover: str | None
+    retained_keys: int = 0
+    retired_keys: int = 0
+    scanned_keys: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def kept_versions(server) -> tuple[str | None, str | None]:
+    """``(served, failover)`` version ids as the server names them now."""
+    found = []
+    for key in (alias_key(server.prefix), failover_key(server.prefix)):
+        reply = server.get(key)
+        try:
+            found.append(check_version(reply.decode()) if reply is not None else None)
+        except (UnicodeDecodeError, ValueError) as exc:
+            log.warning("%s holds %r, not a version id (%s): ignored", key, reply, exc)
+            found.append(None)
+    return found[0], found[1]
+
+
+def retain(server, grace_s: int, ttl_ceiling: int) -> Retained:
+    """Keep the served and failover versions, retire the others (see the module docstring).
+    ``server``: a connected :class:`~solaris_lib.cache.server.CacheServer`; ``ttl_ceiling``:
+    the longest TTL a version being written can have (its ``ttl_s``)."""
+    served, failover = kept_versions(server)
+    done = Retained(served, failover)
+    keep = {v for v in (served, failover) if v}
+    for name, client in server.masters():
+        with translated(f"retaining versions {sorted(keep)} on {name}"):
+            for page in _pages(client, f"{server.prefix}:*"):
+                _retain_page(client, page, keep, grace_s, ttl_ceiling, done)
+    log.info("retained %s (served) and %s (failover): %d keys kept, %d keys retiring in %d s "
+             "(%d scanned)", served, failover, done.retained_keys, done.retired_keys, grace_s,
+             done.scanned_keys)
+    return done
+
+
+def _pages(client, pattern: str):
+    cursor = 0
+    while True:
+        cursor, keys = client.scan(cursor, match=pattern, count=PAGE)
+        if keys:
+            yield [key.decode(errors="replace") for key in keys]
+        if cursor == 0:
+            return
+
+
+def _retain_page(client, keys: list[str], keep: set[str], grace_s: int, ttl_ceiling: int,
+                 done: Retained) -> None:
+    done.scanned_keys += len(keys)
+    versions = [(key, version_in_key(key)) for key in keys]
+    kept = [key for key, version in versions if version in keep]
+    others = [key for key, version in versions if version and version not in keep]
+    pipe = client.pipeline(transaction=False)
+    for key in kept:
+        pipe.expire(key, RETAINED_TTL_S, gt=True)
+    for key in others:
+        pipe.ttl(key)
+    replies = pipe.execute()
+    done.retained_keys += len(kept)
+    ttls = replies[len(kept):]
+    retiring = [key for key, ttl in zip(others, ttls, strict=True)
+                if ttl == -1 or ttl > max(ttl_ceiling, grace_s)]
+    if retiring:
+        pipe = client.pipeline(transaction=False)
+        for key in retiring:
+            pipe.expire(key, grace_s)
+        pipe.execute()
+        done.retired_keys += len(retiring)
