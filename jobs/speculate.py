@@ -48,14 +48,16 @@ def _prepare(args, settings):
 
 def _run(spark, settings, request):
     from solaris_lib.layout import DataLayout
-    from solaris_lib.speculation.misses import misses_frame, read_misses
+    from solaris_lib.speculation.misses import misses_frame, read_stream
     from solaris_lib.speculation.pipeline import run_speculate
 
     interval, config, with_misses = request
-    rows = (read_misses(settings.redis_url, settings.redis_key_prefix, interval)
-            if with_misses else None)
-    return run_speculate(spark, DataLayout.from_settings(settings), interval, config,
-                         misses_frame(spark, rows))
+    found = (read_stream(settings.redis_url, settings.redis_key_prefix, interval)
+             if with_misses else None)
+    report = run_speculate(spark, DataLayout.from_settings(settings), interval, config,
+                           misses_frame(spark, found and found.rows))
+    report["misses"] = found.as_dict() if found is not None else None
+    return report
 
 
 JOB = Job("speculate", __doc__, _prepare, _run, _arguments)

@@ -136,6 +136,9 @@ def bucket_of(item_ids: np.ndarray, buckets: int) -> np.ndarray:
     return ((ids * _GOLDEN) >> shift).astype(np.int64)  # arrays wrap silently mod 2^64
 
 
+MISS_MAX_ITEMS = 1000  # items one P:misses entry holds at most (the client cuts, readers refuse)
+
+
 def misses_key(prefix: str) -> str:
     """The capped stream of sampled lookup misses (read by the next speculation run)."""
     return f"{prefix}:misses"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solaris_lib.cache.format import MISS_MAX_ITEMS
 from solaris_lib.client._stats import Counters
 
 
@@ -40,7 +41,8 @@ class MissSampler:
         """Request path: maybe queue this lookup's misses (a few microseconds when sampled)."""
         if self.rate <= 0 or self._random.random() >= self.rate:
             return
-        entry = MissEntry(int(user_id), items[~hit].copy(), int(time.time() * 1000))
+        missed = items[~hit][:MISS_MAX_ITEMS]  # a bounded entry (readers refuse longer ones)
+        entry = MissEntry(int(user_id), missed.copy(), int(time.time() * 1000))
         try:
             self._queue.put_nowait(entry)
         except queue.Full:

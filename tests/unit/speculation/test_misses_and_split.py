@@ -71,3 +71,16 @@ def test_faiss_pool_depth_reaches_the_config_and_is_checked():
     assert (config.faiss_count(), config.user_cap(), config.popular_count()) == (12, 3, 3)
     default = EvalRequest("x", T, timedelta(days=1), timedelta(days=1), budget_per_user=3)
     assert _speculate_config(default, 3, known_users=None).faiss_count() == 3
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({b"user": b"\xff", b"items": b"1", b"ts": b"1"}, "undecodable"),
+    ({b"user": b"1", b"items": b",".join([b"1"] * 1001), b"ts": b"1"}, "oversized"),
+    ({b"user": b"1", b"items": b"1", b"ts": b"1.5"}, "mistyped"),
+    ({b"user": b"+1", b"items": b"1", b"ts": b"1"}, "mistyped"),
+    ([b"not", b"a dict"], "mistyped"),
+])
+def test_bad_entries_are_skipped_with_their_reason(fields, reason):
+    from solaris_lib.speculation.misses import check_entry
+
+    assert check_entry(fields) == ([], reason)
