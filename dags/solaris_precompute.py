@@ -35,6 +35,7 @@ with DAG(
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
+    dagrun_timeout=spec.dagrun_timeout,
     default_args=spec.default_args(),
     tags=["solaris", "precompute"],
     doc_md=__doc__,

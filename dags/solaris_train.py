@@ -31,6 +31,7 @@ def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DA
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        dagrun_timeout=spec.dagrun_timeout,
         default_args=spec.default_args(),
         tags=["solaris", "training", *tags],
         doc_md=__doc__,

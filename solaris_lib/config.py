@@ -79,6 +79,24 @@ class SolarisSettings(BaseSettings):
         pattern=r"^\d+[smhdw]$",
         description="How long the DAG waits for an interval's log partitions before failing.",
     )
+    log_quiet_period: str = Field(
+        default="10m",
+        pattern=r"^\d+[smhdw]$",
+        description="An hour partition without a _SUCCESS marker counts as complete once its "
+        "newest file is this old (the log producer's contract, docs/pipeline.md).",
+    )
+    task_timeout: str = Field(
+        default="2h",
+        pattern=r"^\d+[smhdw]$",
+        description="execution_timeout of every Spark task of the DAGs: a hung job is killed "
+        "after this long and retried.",
+    )
+    dagrun_timeout: str = Field(
+        default="12h",
+        pattern=r"^\d+[smhdw]$",
+        description="A DAG run still running after this long fails, so that with "
+        "max_active_runs=1 one stuck run cannot hold back every later one.",
+    )
 
     foundation_preset: str = Field(
         default="small",

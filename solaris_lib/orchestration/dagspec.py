@@ -31,6 +31,8 @@ class DagSpec:
 
     interval: timedelta
     log_wait_timeout: timedelta
+    task_timeout: timedelta = timedelta(hours=2)
+    dagrun_timeout: timedelta = timedelta(hours=12)
     py_files: str | None = None
     retries: int = 2
     retry_delay: timedelta = timedelta(seconds=30)
@@ -41,13 +43,17 @@ class DagSpec:
         return cls(
             interval=parse_duration(settings.interval),
             log_wait_timeout=parse_duration(settings.log_wait_timeout),
+            task_timeout=parse_duration(settings.task_timeout),
+            dagrun_timeout=parse_duration(settings.dagrun_timeout),
             py_files=settings.spark_py_files,
         )
 
     def default_args(self) -> dict:
-        """Retries with exponential backoff for every task; owner for the UI."""
+        """Retries with exponential backoff and an execution timeout (a hung job is killed,
+        then retried) for every task; owner for the UI. The sensor sets its own timeout."""
         return {
             "owner": "solaris",
+            "execution_timeout": self.task_timeout,
             "retries": self.retries,
             "retry_delay": self.retry_delay,
             "retry_exponential_backoff": 2.0,

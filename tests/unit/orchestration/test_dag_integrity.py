@@ -38,6 +38,8 @@ def test_dags_have_owner_tags_fixed_start_catchup_and_retries(dagbag):
             assert task.owner == "solaris", (dag_id, task.task_id)
             assert task.retries >= 2, (dag_id, task.task_id)
             assert task.retry_exponential_backoff, (dag_id, task.task_id)
+            assert task.execution_timeout is not None, (dag_id, task.task_id)  # hung jobs die
+        assert dag.dagrun_timeout is not None, dag_id  # one stuck run never holds the rest
 
 
 def test_precompute_shape(dagbag):
@@ -47,7 +49,7 @@ def test_precompute_shape(dagbag):
     assert order["mine"] == {"speculate"}
     assert order["speculate"] == {"infer"}
     assert order["infer"] == {"publish"} and order["evaluate"] == {"publish"}
-    spark_tasks = [t for t in dag.tasks if t.task_type == "SparkSubmitOperator"]
+    spark_tasks = [t for t in dag.tasks if t.task_type == "SparkJobOperator"]
     assert {t.task_id for t in spark_tasks} == {"mine", "speculate", "infer", "evaluate", "publish"}
     for task in spark_tasks:
         assert task.pool == "solaris_spark"
