@@ -30,7 +30,9 @@ DEMO_WORLD = WorldConfig(users=1200, items=1500, days=5, seed=7)
 DEMO_INTERVALS = 2
 # embedded defaults of the demo (a variable already set in the environment wins)
 DEMO_SETTINGS = {"SOLARIS_FOUNDATION_PRESET": "small", "SOLARIS_SPECULATE_BUDGET_PER_USER": "100",
-                 "SOLARIS_REDIS_KEY_PREFIX": "solaris-demo"}
+                 "SOLARIS_REDIS_KEY_PREFIX": "solaris-demo",
+                 # the simulated hours are complete once written (no _SUCCESS marker to wait for)
+                 "SOLARIS_LOG_QUIET_PERIOD": "0s"}
 FIRST_HOUR = 10  # precompute from 10:00 on the last simulated day (a busy hour)
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,6 +26,10 @@ os.environ.setdefault(
 )
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The simulator writes each hour's logs whole, without the producer's _SUCCESS marker: its hours
+# are complete as soon as written, so the sensor need not wait the quiet period (the tests of
+# that contract set their own).
+os.environ.setdefault("SOLARIS_LOG_QUIET_PERIOD", "0s")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Every Spark driver of the suite (the in-process sessions, the spark-submit jobs of the DAGs and

@@ -24,7 +24,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import QUARANTINE_DIRNAME, join
 from solaris_lib.logs.conform import check_columns
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, WITH_EVAL_SCHEMA, hour_partition
-from solaris_lib.logs.validate import FileReport, validate_file
+from solaris_lib.logs.validate import FileReport, validate_files
 from solaris_lib.storage import filesystem, list_files
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ def read_window(
     """
     quarantine_root = quarantine_root or join(logs_root, QUARANTINE_DIRNAME)
     tables, reports = [], []
-    for path in window_files(logs_root, interval):
-        clean, report = validate_file(path, logs_root, quarantine_root, with_eval=with_eval)
+    for clean, report in validate_files(window_files(logs_root, interval), logs_root,
+                                        quarantine_root, with_eval=with_eval):
         tables.append(_in_window(clean, interval.start, interval.end))
         reports.append(report)
     schema = WITH_EVAL_SCHEMA if with_eval else REQUEST_LOG_SCHEMA
@@ -120,14 +120,19 @@ def read_window_spark(
     reader = _ExecutorReader(
         logs_root, quarantine_root or join(logs_root, QUARANTINE_DIRNAME), interval, with_eval
     )
-    slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-    paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(slices, "path")
-    return paths.mapInArrow(reader, schema)
+    hours: dict[str, list[str]] = {}
+    for path in files:  # one row per hour partition: its files are validated together
+        hours.setdefault(path.rsplit("/", 1)[0], []).append(path)
+    slices = max(1, min(len(hours), spark.sparkContext.defaultParallelism * 2))
+    rows = [("\n".join(paths),) for paths in hours.values()]
+    return (spark.createDataFrame(rows, "paths string").repartition(slices, "paths")
+            .mapInArrow(reader, schema))
 
 
 @dataclass(frozen=True)
 class _ExecutorReader:
-    """Picklable ``mapInArrow`` function: read, validate and window the files named in a batch."""
+    """Picklable ``mapInArrow`` function: read, validate and window the files of each hour
+    named in a batch (one row per hour: its paths joined by newlines)."""
 
     logs_root: str
     quarantine_root: str
@@ -136,11 +141,11 @@ class _ExecutorReader:
 
     def __call__(self, batches):
         for batch in batches:
-            for path in batch.column(0).to_pylist():
-                clean, _ = validate_file(
-                    path, self.logs_root, self.quarantine_root, with_eval=self.with_eval
-                )
-                yield from _in_window(clean, self.interval.start, self.interval.end).to_batches()
+            for paths in batch.column(0).to_pylist():
+                for clean, _ in validate_files(paths.split("\n"), self.logs_root,
+                                               self.quarantine_root, with_eval=self.with_eval):
+                    yield from _in_window(clean, self.interval.start,
+                                          self.interval.end).to_batches()
 
 
 def executor_contract_error(text: str) -> LogContractError | OutputWriteError | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -87,6 +88,34 @@ def write_quarantine(raw: pa.Table, reasons: np.ndarray, source: str, target: st
         raise
 
 
+@dataclass
+class _Checked:
+    """One file read and checked: its rows as read, conformed, and a reason code per row."""
+
+    path: str
+    raw: pa.Table
+    conformed: pa.Table
+    reasons: np.ndarray  # (rows,) int16 index into REASONS, -1 valid
+    notes: list[str]
+
+
+def _check(raw: pa.Table, path: str, with_eval: bool) -> _Checked:
+    notes = check_columns(raw.schema, path)
+    conformed = conform(raw, with_eval=with_eval)
+    return _Checked(path, raw, conformed, row_reasons(raw, conformed, parse_hour_partition(path)),
+                    notes)
+
+
+def _report(checked: _Checked) -> FileReport:
+    valid = checked.reasons < 0
+    report = FileReport(path=checked.path, rows_read=checked.raw.num_rows,
+                        rows_valid=int(valid.sum()), notes=checked.notes)
+    for index, count in zip(*np.unique(checked.reasons[~valid], return_counts=True),
+                            strict=True):
+        report.quarantined[REASONS[index]] = int(count)
+    return report
+
+
 def validate_table(
     raw: pa.Table, path: str, *, with_eval: bool = False
 ) -> tuple[pa.Table, np.ndarray, FileReport]:
@@ -95,41 +124,94 @@ def validate_table(
     Returns the clean rows in the contract schema, the per-row reason codes (-1 valid) and the
     report. Raises :class:`LogContractError` on a missing or mistyped column.
     """
-    report = FileReport(path=path, rows_read=raw.num_rows)
-    report.notes = check_columns(raw.schema, path)
-    conformed = conform(raw, with_eval=with_eval)
-    reasons = row_reasons(raw, conformed, parse_hour_partition(path))
-    valid = reasons < 0
-    for index, count in zip(*np.unique(reasons[~valid], return_counts=True), strict=True):
-        report.quarantined[REASONS[index]] = int(count)
-    report.rows_valid = int(valid.sum())
-    return conformed.filter(pa.array(valid)), reasons, report
+    checked = _check(raw, path, with_eval)
+    return (checked.conformed.filter(pa.array(checked.reasons < 0)), checked.reasons,
+            _report(checked))
+
+
+def mark_repeats_across_files(files: list[_Checked]) -> int:
+    """Mark ``duplicate_row`` every valid row repeating the ``(request_id, item_id)`` of a
+    valid row of an earlier file of the list (the files of one hour, in file order: the first
+    delivery is kept). Returns the rows marked."""
+    valid = [np.flatnonzero(f.reasons < 0) for f in files]
+    if sum(len(v) > 0 for v in valid) < 2:
+        return 0
+    requests = pa.chunked_array([f.conformed.column("request_id").take(pa.array(v))
+                                 for f, v in zip(files, valid, strict=True)])
+    codes = pc.dictionary_encode(requests).combine_chunks().indices.to_numpy()
+    items = np.concatenate([f.conformed.column("item_id").take(pa.array(v)).to_numpy()
+                            for f, v in zip(files, valid, strict=True)])
+    _, first = np.unique(np.stack([codes.astype(np.int64), items.astype(np.int64)], axis=1),
+                         axis=0, return_index=True)
+    repeat = np.ones(len(items), bool)
+    repeat[first] = False  # np.unique's index is the first occurrence: the earliest file
+    starts = np.cumsum([0] + [len(v) for v in valid])
+    code = REASONS.index("duplicate_row")
+    for f, v, start in zip(files, valid, starts[:-1].tolist(), strict=True):
+        f.reasons[v[repeat[start:start + len(v)]]] = code
+    return int(repeat.sum())
+
+
+def validate_files(
+    paths: list[str], root: str, quarantine_root: str | None, *, with_eval: bool = False
+) -> list[tuple[pa.Table, FileReport]]:
+    """Validate ``paths`` (files under ``root``, in order) hour partition by hour partition:
+    rows repeating a row of an earlier file of the same hour are ``duplicate_row`` too. Refused
+    rows go under ``quarantine_root``; returns each file's clean rows and report."""
+    out = []
+    for hour in _by_folder(paths):
+        checked = [_check(read_raw(path), path, with_eval) for path in hour]
+        repeats = mark_repeats_across_files(checked)
+        if repeats:
+            log.warning("%s: %d rows repeat a row of an earlier file of the hour (same "
+                        "request_id and item_id): quarantined as duplicate_row",
+                        hour[0].rsplit("/", 1)[0], repeats)
+        out.extend(_finish(one, root, quarantine_root) for one in checked)
+    return out
+
+
+def _by_folder(paths: list[str]) -> list[list[str]]:
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(path.rsplit("/", 1)[0], []).append(path)
+    return list(groups.values())
+
+
+def _finish(checked: _Checked, root: str, quarantine_root: str | None
+            ) -> tuple[pa.Table, FileReport]:
+    report = _report(checked)
+    if report.rows_quarantined and quarantine_root is not None:
+        target = _quarantine_target(checked.path, root, quarantine_root)
+        write_quarantine(checked.raw, checked.reasons, checked.path, target)
+        report.quarantine_path = target
+    if report.rows_quarantined:
+        log.warning("%s: %d of %d rows quarantined %s", checked.path, report.rows_quarantined,
+                    report.rows_read, report.quarantined)
+    return checked.conformed.filter(pa.array(checked.reasons < 0)), report
 
 
 def validate_file(
     path: str, root: str, quarantine_root: str | None, *, with_eval: bool = False
 ) -> tuple[pa.Table, FileReport]:
     """Validate one file under ``root``; write refused rows under ``quarantine_root``."""
-    raw = read_raw(path)
-    clean, reasons, report = validate_table(raw, path, with_eval=with_eval)
-    if report.rows_quarantined and quarantine_root is not None:
-        target = _quarantine_target(path, root, quarantine_root)
-        write_quarantine(raw, reasons, path, target)
-        report.quarantine_path = target
-    if report.rows_quarantined:
-        log.warning("%s: %d of %d rows quarantined %s", path, report.rows_quarantined,
-                    report.rows_read, report.quarantined)
-    return clean, report
+    return validate_files([path], root, quarantine_root, with_eval=with_eval)[0]
 
 
 def validate_dir(root: str, quarantine_root: str | None = None) -> list[FileReport]:
-    """Validate every parquet file under ``root``; file-level errors are reported, not raised."""
+    """Validate every parquet file under ``root``, the files of each hour together; file-level
+    errors are reported, not raised (an hour with one is validated file by file)."""
     quarantine_root = quarantine_root or join(root, QUARANTINE_DIRNAME)
     reports = []
-    for path in list_files(root):
+    for hour in _by_folder(list_files(root)):
         try:
-            _, report = validate_file(path, root, quarantine_root)
-        except LogContractError as exc:
-            report = FileReport(path=path, error=exc.problem)
-        reports.append(report)
+            reports.extend(report for _, report in validate_files(hour, root, quarantine_root))
+            continue
+        except LogContractError:
+            pass
+        for path in hour:
+            try:
+                _, report = validate_file(path, root, quarantine_root)
+            except LogContractError as exc:
+                report = FileReport(path=path, error=exc.problem)
+            reports.append(report)
     return reports

@@ -10,7 +10,9 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 
 
 class LogPartitionSensor(BaseSensorOperator):
-    """Waits until every hour partition of the run's data interval holds a parquet file.
+    """Waits until every hour partition of the run's data interval is complete: it holds the
+    producer's ``_SUCCESS`` marker, or parquet files none of which changed for
+    ``SOLARIS_LOG_QUIET_PERIOD`` (docs/pipeline.md, the log producer's contract).
 
     Runs in ``reschedule`` mode (frees its worker slot between pokes). On timeout it fails with
     the list of partitions still missing, and nothing downstream runs. ``last_hours`` limits the
@@ -37,13 +39,15 @@ class LogPartitionSensor(BaseSensorOperator):
             return super().execute(context)
         except AirflowSensorTimeout as exc:
             from solaris_lib.config import load_settings
-            from solaris_lib.intervals import Interval
+            from solaris_lib.intervals import Interval, parse_duration
             from solaris_lib.layout import DataLayout
             from solaris_lib.orchestration.tasks import missing_log_partitions
 
             interval = Interval(context["data_interval_start"], context["data_interval_end"])
-            missing = missing_log_partitions(DataLayout.from_settings(load_settings()).logs, interval,
-                                             self.last_hours)
+            settings = load_settings()
+            missing = missing_log_partitions(
+                DataLayout.from_settings(settings).logs, interval, self.last_hours,
+                parse_duration(settings.log_quiet_period).total_seconds())
             raise AirflowSensorTimeout(
                 f"log partitions of {interval} did not arrive within {self.timeout:.0f} s; "
                 f"missing: {', '.join(missing) or 'none (arrived at the last moment)'}; "

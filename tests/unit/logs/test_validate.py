@@ -128,3 +128,25 @@ def test_validate_dir_reports_every_file_and_keeps_going(tmp_path):
     reports = validate_dir(str(tmp_path))
     assert [r.error is None for r in reports] == [True, False]
     assert reports[0].rows_read == 5
+
+
+def test_rows_delivered_twice_in_two_files_of_an_hour_are_kept_once(tmp_path):
+    from solaris_lib.logs.reader import read_window
+    from solaris_lib.intervals import Interval
+
+    first = rows(10)  # (r0, 0) .. (r1, 9)
+    again = rows(6, start=6)  # (r1, 6) .. (r2, 11): rows 6-9 repeat the first file's
+    write(tmp_path, first, REQUEST_LOG_SCHEMA, name="part-0.parquet")
+    write(tmp_path, again, REQUEST_LOG_SCHEMA, name="part-1.parquet")
+    read = read_window(str(tmp_path), Interval(HOUR, HOUR + timedelta(hours=1)),
+                       quarantine_root=str(tmp_path / "_q"))
+    keys = list(zip(read.table["request_id"].to_pylist(), read.table["item_id"].to_pylist(),
+                    strict=True))
+    expected = sorted({(f"r{i // 5}", i) for i in range(12)})
+    assert sorted(keys) == expected and len(keys) == len(expected)
+    assert [r.quarantined for r in read.reports] == [{}, {"duplicate_row": 4}]
+    quarantined = pq.read_table(tmp_path / "_q" / "dt=2026-01-05" / "hour=10" / "part-1.parquet")
+    assert quarantined["item_id"].to_pylist() == [6, 7, 8, 9]
+    assert set(quarantined["_reason"].to_pylist()) == {"duplicate_row"}
+    reports = validate_dir(str(tmp_path), str(tmp_path / "_q2"))
+    assert [r.quarantined for r in reports] == [{}, {"duplicate_row": 4}]
