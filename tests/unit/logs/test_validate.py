@@ -131,8 +131,8 @@ def test_validate_dir_reports_every_file_and_keeps_going(tmp_path):
 
 
 def test_rows_delivered_twice_in_two_files_of_an_hour_are_kept_once(tmp_path):
-    from solaris_lib.logs.reader import read_window
     from solaris_lib.intervals import Interval
+    from solaris_lib.logs.reader import read_window
 
     first = rows(10)  # (r0, 0) .. (r1, 9)
     again = rows(6, start=6)  # (r1, 6) .. (r2, 11): rows 6-9 repeat the first file's
