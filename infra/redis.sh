@@ -2,7 +2,8 @@
 # Start or stop a private Redis for SOLARIS on 127.0.0.1 (never touches another server).
 #   infra/redis.sh up [PORT]    prints the SOLARIS_REDIS_URL to export
 #   infra/redis.sh down
-# Uses infra/redis.conf when present (memory policy and encodings recommended for the cache).
+# Uses infra/redis.conf when present (memory policy, encodings and the append-only file
+# recommended for the cache; the AOF lives in .solaris/redis and survives a restart).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 run="$PROJECT_ROOT/.solaris/redis"
@@ -12,7 +13,7 @@ case "${1:-}" in
     port=${2:-6380}
     conf=()
     [ -f "$PROJECT_ROOT/infra/redis.conf" ] && conf=("$PROJECT_ROOT/infra/redis.conf")
-    redis-server "${conf[@]}" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    redis-server "${conf[@]}" --port "$port" --bind 127.0.0.1 \
       --dir "$run" --logfile "$run/redis.log" --daemonize yes --pidfile "$run/redis.pid"
     sleep 0.3
     echo "export SOLARIS_REDIS_URL=redis://127.0.0.1:$port/0"

@@ -70,6 +70,7 @@ class RedisServer:
     port: int = field(default_factory=free_port)
     args: tuple[str, ...] = ()
     workdir: Path | None = None
+    config_file: Path | None = None  # e.g. infra/redis.conf; its settings win over the defaults
     process: subprocess.Popen | None = None
 
     @property
@@ -78,10 +79,11 @@ class RedisServer:
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="solaris-redis-"))
+        defaults = () if self.config_file else ("--save", "", "--appendonly", "no")
         command = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-            "--logfile", str(self.workdir / "redis.log"), *self.args,
+            redis_server_binary(), *([str(self.config_file)] if self.config_file else []),
+            "--port", str(self.port), "--bind", "127.0.0.1", *defaults,
+            "--dir", str(self.workdir), "--logfile", str(self.workdir / "redis.log"), *self.args,
         ]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout_s

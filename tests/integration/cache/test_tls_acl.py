@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import redis
 
+from solaris_lib.cache.errors import PublishError
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.redis_server import free_port
@@ -102,3 +103,74 @@ def test_publish_over_tls_as_an_acl_user(tls_server, spark, settings_for):
     with SolarisClient.from_url(url, key_prefix=settings.redis_key_prefix, timeout_ms=TEST_TIMEOUT_MS) as client:
         for (user, item), want in expected_vectors(table).items():
             assert np.array_equal(client.lookup(user, [item]).embeddings[0], want)
+
+
+def _wrong_host_certificate(folder):
+    """A server certificate from the same CA for another host name only."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", "wrong.key", "-out", "wrong.csr", "-subj", "/CN=wrong.example")
+    (folder / "wrong.ext").write_text("subjectAltName=DNS:wrong.example\n")
+    run("x509", "-req", "-in", "wrong.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "wrong.crt", "-days", "2", "-extfile", "wrong.ext")
+    return folder / "wrong.crt", folder / "wrong.key"
+
+
+def _tls_args(certificates, cert, key, tls_port):
+    return ("--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file",
+            str(key), "--tls-ca-cert-file", str(certificates / "ca.crt"),
+            "--tls-auth-clients", "no")
+
+
+@pytest.mark.slow
+def test_least_privilege_users_over_tls_in_a_named_database(private_redis, certificates, spark,
+                                                            settings_for):
+    """The documented publisher and reader users (no CONFIG; +select for a database other
+    than 0), over TLS, on database 2: the publish lands there, the reader serves it; a
+    publisher user without +select is refused before anything is written."""
+    from tests.integration.reliability.test_security import P, PUBLISHER, READER
+
+    port = free_port()
+    no_select = ("--user", "noselect", "on", ">ns-pw", *PUBLISHER[4:])
+    server = private_redis(*_tls_args(certificates, certificates / "server.crt",
+                                      certificates / "server.key", port),
+                           *PUBLISHER, "+select", *READER, "+select", *no_select)
+    ca = certificates / "ca.crt"
+    url = f"rediss://{{}}@127.0.0.1:{port}/2?ssl_ca_certs={ca}"
+    settings = settings_for(url.format("publisher:pub-pw"), P)
+    table = embeddings_table(users=4, per_user=3)
+    write_embeddings(settings, table)
+    report = publish(spark, settings, INTERVAL, PublishConfig())
+    assert report.status == "published"
+    admin = redis.Redis.from_url(server.url)
+    assert admin.dbsize() == 0 and redis.Redis.from_url(server.url[:-1] + "2").dbsize() > 0
+    with SolarisClient.from_url(url.format("reader:read-pw"), key_prefix=P,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        assert client.version == report.version
+        for (user, item), want in expected_vectors(table).items():
+            assert np.array_equal(client.lookup(user, [item]).embeddings[0], want)
+    with pytest.raises(PublishError, match="select") as caught:
+        publish(spark, settings_for(url.format("noselect:ns-pw"), P), INTERVAL, PublishConfig())
+    assert "ns-pw" not in str(caught.value)
+
+
+def test_a_certificate_for_another_host_is_refused(private_redis, certificates, spark,
+                                                   settings_for):
+    cert, key = _wrong_host_certificate(certificates)
+    port = free_port()
+    server = private_redis(*_tls_args(certificates, cert, key, port))
+    put_version(redis.Redis.from_url(server.url), "p", VERSION, {7: {1: [1, 2]}}, dim=2)
+    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={certificates / 'ca.crt'}"
+    with SolarisClient.from_url(url, key_prefix="p", timeout_ms=TEST_TIMEOUT_MS,
+                                dim=2) as client:
+        assert client.version is None and not client.lookup(7, [1]).hit.any()
+        assert client.stats().refresh_errors >= 1
+    settings = settings_for(url, "p")
+    write_embeddings(settings, embeddings_table(users=2, per_user=2))
+    with pytest.raises(PublishError, match="(?i)hostname|IP address mismatch|certificate"):
+        publish(spark, settings, INTERVAL, PublishConfig())
+    unchecked = url + "&ssl_check_hostname=false"  # the documented, explicit opt-out
+    with SolarisClient.from_url(unchecked, key_prefix="p", timeout_ms=TEST_TIMEOUT_MS) as client:
+        assert client.lookup(7, [1]).hit.tolist() == [True]
