@@ -130,7 +130,7 @@ def test_least_privilege_users_over_tls_in_a_named_database(private_redis, certi
     """The documented publisher and reader users (no CONFIG; +select for a database other
     than 0), over TLS, on database 2: the publish lands there, the reader serves it; a
     publisher user without +select is refused before anything is written."""
-    from tests.integration.reliability.test_security import P, PUBLISHER, READER
+    from tests.integration.reliability.test_security import PUBLISHER, READER, P
 
     port = free_port()
     no_select = ("--user", "noselect", "on", ">ns-pw", *PUBLISHER[4:])
