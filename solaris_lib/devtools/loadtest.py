@@ -35,7 +35,8 @@ FIRST = Interval(datetime(2026, 1, 5, 10, tzinfo=UTC), datetime(2026, 1, 5, 11, 
 MARKERS = {"load-v1": 1.0, "load-v2": 2.0}
 _ITEM_BASE = 1_000_000
 RECORD_FIELDS = {"t": np.float32, "us": np.float32, "version": np.int8, "error": bool,
-                 "missed": np.int32, "mixed": bool}
+                 "timeout": bool, "exception": bool, "missed": np.int32, "mixed": bool}
+PHASES = ("before", "during", "after")  # the publish of the second version
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,10 @@ def _worker(url: str, config: LoadConfig, index: int, start, go, stop, results) 
                 time.sleep(pause)
             user = int(rng.integers(config.users))
             sent = time.perf_counter()
-            result = client.lookup(user, user_items(user, config.items))
+            try:
+                result = client.lookup(user, user_items(user, config.items))
+            except Exception:  # noqa: BLE001 - the contract says none: counted, never hidden
+                result = None
             record["us"].append((time.perf_counter() - sent) * 1e6)
             record["t"].append(time.time() - began)
             _check(result, record)
@@ -126,7 +130,14 @@ def _worker(url: str, config: LoadConfig, index: int, start, go, stop, results) 
 
 
 def _check(result, record: dict) -> None:
-    """Append the error flag, rows missed, version and mixing of one lookup."""
+    """Append the error, timeout and exception flags, rows missed, version and mixing of one
+    lookup (``result`` None: the lookup raised)."""
+    record["exception"].append(result is None)
+    record["timeout"].append(result is not None and result.error == "timeout")
+    if result is None:
+        for name, value in (("error", True), ("missed", 0), ("version", 0), ("mixed", False)):
+            record[name].append(value)
+        return
     hit = result.hit
     markers = result.embeddings[hit, 0]
     expected = MARKERS.get(result.model_version, np.nan)
@@ -230,6 +241,7 @@ def summarize(config: LoadConfig, done: list[tuple], window: dict, first: str) -
     before = t < window["start_s"]
     during = (t >= window["start_s"]) & (t < window["end_s"])
     after = t >= window["end_s"]
+    masks = dict(zip(PHASES, (before, during, after), strict=True))
     lookups = len(us)
     elapsed = float(t.max()) if lookups else 0.0
     p99 = {name: _percentile(us[mask], 99) for name, mask in
@@ -258,7 +270,23 @@ def summarize(config: LoadConfig, done: list[tuple], window: dict, first: str) -
         "publish_status": window["status"],
         "publish_start_s": round(window["start_s"], 2), "publish_end_s": round(window["end_s"], 2),
         "first_v2_lookup_after_publish_s": _first_after(t, merged["version"], window["end_s"]),
+        "exceptions": int(merged["exception"].sum()),
+        "timeouts_total": int(merged["timeout"].sum()),
+        "timeout_rate": round(float(merged["timeout"].mean()), 6) if lookups else None,
+        "phases": {name: _phase(merged, us, mask) for name, mask in masks.items()},
     }
+
+
+def _phase(merged: dict, us: np.ndarray, mask: np.ndarray) -> dict:
+    """One phase's figures: lookups, timeouts (and their share), errors, exceptions, mixed
+    versions, p50/p99 (us)."""
+    n = int(mask.sum())
+    return {"lookups": n, "timeouts": int(merged["timeout"][mask].sum()),
+            "timeout_rate": round(float(merged["timeout"][mask].mean()), 6) if n else None,
+            "errors": int(merged["error"][mask].sum()),
+            "exceptions": int(merged["exception"][mask].sum()),
+            "mixed_versions": int(merged["mixed"][mask].sum()),
+            "p50_us": _percentile(us[mask], 50), "p99_us": _percentile(us[mask], 99)}
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:

@@ -18,7 +18,11 @@ def test_readers_in_two_processes_see_no_error_and_no_mix_during_a_publish(spark
     figures = run_load(spark, config)
     assert figures["lookups"] > 0
     assert figures["errors"] == 0 and figures["timeouts"] == 0
-    assert figures["mixed_versions"] == 0
+    assert figures["mixed_versions"] == 0 and figures["exceptions"] == 0
+    assert sum(figures["phases"][p]["lookups"] for p in ("before", "during", "after")) == \
+        figures["lookups"]
+    assert all(figures["phases"][p]["mixed_versions"] == figures["phases"][p]["exceptions"] == 0
+               for p in ("before", "during", "after"))
     assert figures["lookups_with_misses"] == 0
     assert figures["publish_status"] == "published"
     assert figures["first_version"] != figures["second_version"]
