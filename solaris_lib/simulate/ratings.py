@@ -39,10 +39,10 @@ class RatingsConfig(BaseModel):
     start: datetime = Field(datetime(1997, 9, 20, tzinfo=UTC), description="UTC start of day 0.")
     rank: int = Field(8, ge=1, description="Dimension of the films' and users' tastes.")
     popularity_sigma: float = Field(
-        1.8, ge=0, description="Std of the films' log-popularity (the long tail)."
+        1.6, ge=0, description="Std of the films' log-popularity (the long tail)."
     )
     taste_weight: float = Field(
-        1.0, ge=0, description="Weight of film . taste on the rating logit (the personal signal)."
+        1.5, ge=0, description="Weight of film . taste on the rating logit (the personal signal)."
     )
     novelty_weight: float = Field(
         1.5, ge=0, description="Logit boost of a new release, decaying over novelty_days."

@@ -109,9 +109,10 @@ class SpeculateConfig(BaseModel):
         0, ge=0, description="Popular items offered to every user; 0: budget_per_user."
     )
     popular_by: tuple[Literal["decayed", "short", "lookback"], ...] = Field(
-        ("decayed", "short", "lookback"), min_length=1, description="Popularity measures the "
-        "popular source may rank by (popular.MEASURES): with a labelled previous interval the "
-        "one whose lists covered most of it, else the first."
+        ("lookback", "short", "decayed"), min_length=1, description="Popularity measures the "
+        "popular source may rank by (popular.MEASURES): the first (the textbook counts over the "
+        "window), unless another's lists covered a labelled previous interval clearly better "
+        "(popular.choose_measure)."
     )
     cooc_per_user: int = Field(
         0, ge=0, description="Co-occurrence candidates kept per user; 0: budget_per_user."

@@ -1,11 +1,11 @@
 """The popular source: the most popular live items new to each user, by a chosen measure.
 
-A measure is a column of ``item_stats`` (:data:`MEASURES`): ``decayed`` (rows weighted with the
-3-day half-life), ``short`` (rows of the last ``MineConfig.short_window``, 7 days) or
-``lookback`` (rows of the whole window). Which counts predict the next interval depends on the
-log: campaigns that turn over in days want the decayed counts, films rated for months want
-long windows. With a labelled previous interval the source uses the measure whose lists covered
-most of its rows (:func:`choose_measure`); without, the first of ``SpeculateConfig.popular_by``.
+A measure is a column of ``item_stats`` (:data:`MEASURES`): ``lookback`` (rows of the whole
+window: the textbook counts), ``short`` (rows of the last ``MineConfig.short_window``, 7 days) or
+``decayed`` (rows weighted with the 3-day half-life). Which counts predict the next interval
+depends on the log: films rated for months want long windows, campaigns that turn over in days
+may want the decayed counts. The source ranks by the first of ``SpeculateConfig.popular_by``
+unless another covered the labelled previous interval clearly better (:func:`choose_measure`).
 
 With the repeat source on, each user gets the ``n`` most popular live items *new to them*
 (the repeat source proposes the others): the textbook popularity list. Each user walks the
@@ -16,6 +16,8 @@ ranking as far as they need, so a heavy user who was scored on much of the head 
 from __future__ import annotations
 
 import logging
+
+import numpy as np
 
 from solaris_lib.speculation.config import SpeculateConfig
 from solaris_lib.speculation.mined import Mined
@@ -34,10 +36,10 @@ def available_measures(mined: Mined, config: SpeculateConfig) -> tuple[str, ...]
         log.warning("item_stats has no %s column (mined by an older version): popularity "
                     "measure %r skipped; rerun mine_logs for this interval", MEASURES[missing],
                     missing)
-    return usable or ("decayed",)
+    return usable or ("lookback",)
 
 
-def popular_candidates(mined: Mined, live, n: int, seen=None, measure: str = "decayed"):
+def popular_candidates(mined: Mined, live, n: int, seen=None, measure: str = "lookback"):
     """(user_id, item_id, source "popular", v = the item's measure) for every known user.
 
     Without ``seen`` every user gets the same ``n`` most popular live items (ties: smaller
@@ -84,9 +86,13 @@ def _new_items_of(ranked: list[int], n: int):
 
 
 def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> tuple[str, dict]:
-    """(measure, {measure: coverage}): the measure of ``config.popular_by`` whose lists (at
-    ``config.popular_count()`` items per user) covered most of ``labels`` (the log rows that
-    followed ``past.asof``) on the known users of ``past``; ties: the first listed."""
+    """(measure, {measure: coverage}): the measure whose lists (``config.popular_count()``
+    items per user) covered ``labels`` (the log rows that followed ``past.asof``, of the known
+    users of ``past``) clearly better than the first of ``config.popular_by``; else the first.
+
+    "Clearly": of the rows one list covers and the other does not, the other's exceed the
+    first's by more than twice their noise, ``2 sqrt(b + c)`` (a paired comparison; a sparse
+    log's week holds a few hundred rows, and a plain maximum would follow their noise)."""
     from pyspark.sql import functions as F
 
     measures = available_measures(past, config)
@@ -95,13 +101,22 @@ def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> 
     known = labels.join(past.user_stats.select("user_id"), "user_id")
     rows = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("rows")).cache()
     total = rows.agg(F.sum("rows")).first()[0] or 0
-    covered = {}
-    for measure in measures:
-        pairs = popular_candidates(past, live, config.popular_count(), seen, measure)
-        hit = pairs.join(rows, ["user_id", "item_id"]).agg(F.sum("rows")).first()[0] or 0
-        covered[measure] = hit / total if total else 0.0
+    hits = {m: popular_candidates(past, live, config.popular_count(), seen, m).join(
+        rows, ["user_id", "item_id"]).select("user_id", "item_id", F.col("rows").alias(m))
+        for m in measures}
+    first, margins = measures[0], {}
+    for other in measures[1:]:
+        both = hits[first].join(hits[other], ["user_id", "item_id"], "full")
+        b, c = both.agg(F.sum(F.when(F.col(first).isNull(), F.col(other))),
+                        F.sum(F.when(F.col(other).isNull(), F.col(first)))).first()
+        margins[other] = ((b or 0) - (c or 0)) / max(2.0 * np.sqrt((b or 0) + (c or 0)), 1.0)
+    covered = {m: (hits[m].agg(F.sum(m)).first()[0] or 0) / total if total else 0.0
+               for m in measures}
     rows.unpersist()
-    best = max(measures, key=lambda m: (covered[m], -measures.index(m)))
-    log.info("popularity measure %s: its lists covered %s of the previous interval's rows",
-             best, ", ".join(f"{m} {c:.4f}" for m, c in covered.items()))
+    clear = [m for m in measures[1:] if margins[m] > 1.0]
+    best = max(clear, key=lambda m: (covered[m], -measures.index(m))) if clear else first
+    log.info("popularity measure %s: its lists covered %s of the previous interval's rows "
+             "(margins over %s in noise units: %s)", best,
+             ", ".join(f"{m} {c:.4f}" for m, c in covered.items()), first,
+             ", ".join(f"{m} {v:+.2f}" for m, v in margins.items()))
     return best, covered

@@ -15,10 +15,11 @@ cooccurrence the co-occurrence source's items by their score
 ============ ======================================================================================
 
 A run that has a labelled previous interval applies every ranking to that interval's
-candidates with the run's budgets, counts the rows each one's selection would have covered,
-and keeps the ranking that covered most (ties: the earlier in :data:`RANKINGS`). So a run is
-never knowingly worse than its best single source: where the learned scorer loses to plain
-popularity on the latest data (a sparse ratings log), the run ranks by popularity.
+candidates with the run's budgets and counts the rows each one's selection would have covered.
+It keeps the single source that covered most, unless the learned scorer or the heuristic
+covered clearly more (beyond the noise of the rows where the two differ, :func:`choose`). So a
+run is never knowingly worse than its best single source: where the learned scorer does not
+beat plain popularity on the latest data (a sparse ratings log), the run ranks by popularity.
 
 The selection mirrors :func:`scorer.apply_budgets` exactly (per user: score descending, then
 item id; overall: score descending, user id, item id) in numpy on the driver, on at most
@@ -123,35 +124,52 @@ class Validation:
 
     selected: str
     coverage: dict[str, float]  # ranking -> share of the interval's known-user rows covered
+    margins: dict[str, float]  # learned / heuristic -> rows over the best single source, in noise
     users: int  # users validated on (all known users, or a sample)
     candidates: int
 
     def report(self) -> dict:
-        return {"selected": self.selected, "coverage": self.coverage, "users": self.users,
-                "candidates": self.candidates}
+        return {"selected": self.selected, "coverage": self.coverage, "margins": self.margins,
+                "users": self.users, "candidates": self.candidates}
 
 
-def covered_rows(frame, budget: Budget, names, faiss_count: int) -> dict[str, float]:
-    """Rows covered by each ranking's selection: ``frame`` (pandas) holds user_id, item_id,
-    ``rows`` and a ``score_<name>`` per name (NaN: not in the ranking)."""
+def selections(frame, budget: Budget, names, faiss_count: int) -> tuple[np.ndarray, dict]:
+    """(rows (n,), {ranking: (n,) bool mask of the pairs its selection keeps}): ``frame``
+    (pandas) holds user_id, item_id, ``rows`` and a ``score_<name>`` per name (NaN: not in
+    the ranking)."""
     user = frame["user_id"].to_numpy(np.int64)
     item = frame["item_id"].to_numpy(np.int64)
-    rows = frame["rows"].to_numpy(np.float64)
     depth = pools(faiss_count)
-    out = {}
+    masks = {}
     for name in names:
         score = frame[f"score_{name}"].to_numpy(np.float64)
         rule = Budget(min(budget.per_user, depth.get(name, budget.per_user)), budget.total)
-        out[name] = float(rows[select(user, item, score, rule)].sum())
-    return out
+        masks[name] = select(user, item, score, rule)
+    return frame["rows"].to_numpy(np.float64), masks
 
 
-def choose(covered: dict[str, float], total_rows: float, order=RANKINGS) -> tuple[str, dict]:
-    """(best ranking, {ranking: coverage}) from rows covered; ties: the earlier in ``order``."""
-    names = [n for n in order if n in covered]
+def choose(rows: np.ndarray, masks: dict, total_rows: float) -> tuple[str, dict, dict]:
+    """(kept ranking, {ranking: coverage}, {ranking: margin}) from each ranking's selection.
+
+    The default is the single source that covered most (ties: the earlier in
+    :data:`RANKINGS`). A ranking that fits or blends (learned, heuristic) replaces it only
+    when it covers clearly more: of the rows one selection covers and the other does not,
+    its own exceed the default's by more than twice their noise, ``2 sqrt(b + c)``; its
+    ``margin`` is that excess in those units. On a sparse log a week holds a few hundred rows,
+    and a plain maximum would follow their noise towards the model with more freedom."""
+    covered = {n: float(rows[m].sum()) for n, m in masks.items()}
+    names = [n for n in RANKINGS if n in masks]
     coverage = {n: (covered[n] / total_rows if total_rows else 0.0) for n in names}
-    best = max(names, key=lambda n: (covered[n], -names.index(n)))
-    return best, coverage
+    singles = [n for n in names if n in SINGLE_SOURCES] or names
+    default = max(singles, key=lambda n: (covered[n], -names.index(n)))
+    margins = {}
+    for name in (n for n in names if n not in singles):
+        own = float(rows[masks[name] & ~masks[default]].sum())
+        other = float(rows[masks[default] & ~masks[name]].sum())
+        margins[name] = (own - other) / max(2.0 * np.sqrt(own + other), 1.0)
+    clear = [n for n, m in margins.items() if m > 1.0]
+    best = max(clear, key=lambda n: (covered[n], -names.index(n))) if clear else default
+    return best, coverage, margins
 
 
 def rankings_of(config: SpeculateConfig, learned: bool) -> tuple[str, ...]:
@@ -187,12 +205,13 @@ def validate(labelled, known, budget: Budget, config: SpeculateConfig,
     local = frame.select("user_id", "item_id", "rows", *[f"score_{n}" for n in names]).toPandas()
     users, total = known.agg(F.count(F.lit(1)), F.sum("rows")).first()
     rule = budget.scaled(users, everyone)
-    covered = covered_rows(local, rule, names, config.faiss_count())
-    selected, coverage = choose(covered, float(total or 0), names)
-    log.info("validated %d rankings on %d candidates of %d users in %.1f s: %s; keeping %s",
-             len(names), len(local), users, time.monotonic() - started,
-             ", ".join(f"{n} {c:.4f}" for n, c in coverage.items()), selected)
-    return Validation(selected, coverage, int(users), len(local))
+    selected, coverage, margins = choose(*selections(local, rule, names, config.faiss_count()),
+                                         float(total or 0))
+    log.info("validated %d rankings on %d candidates of %d users in %.1f s: %s (margins over the "
+             "best single source in noise units: %s); keeping %s", len(names), len(local), users,
+             time.monotonic() - started, ", ".join(f"{n} {c:.4f}" for n, c in coverage.items()),
+             ", ".join(f"{n} {m:+.1f}" for n, m in margins.items()), selected)
+    return Validation(selected, coverage, margins, int(users), len(local))
 
 
 def ranked_by(features, ranking: str, model):

@@ -71,31 +71,50 @@ def test_with_repeats_each_user_gets_the_most_popular_items_new_to_them(spark, m
 
 def _measure_rows():
     """Item 1: ten rows 25 days before the end; item 2: four rows 4 days before; item 3: two
-    rows 2 hours before; item 4: one row from each of users 1-3 a day before (so they are known
-    and item 4 is not new to them). Decayed counts rank 3 above 2 above 1, the 7-day rows 2
-    above 3, the whole window's rows 1 first."""
+    rows 2 hours before; item 4: one row from each of users 1-20 a day before (so they are known
+    and item 4, the most popular by every measure, is not new to them). New to users 1-20, the
+    whole window's rows rank item 1 first, the 7-day rows item 2, the decayed counts item 3."""
     rows = [row(f"a{n}", 5 * 24.0, user=50 + n, item=1) for n in range(10)]
     rows += [row(f"b{n}", 26 * 24.0, user=60 + n, item=2) for n in range(4)]
     rows += [row(f"c{n}", 30 * 24.0 - 2, user=70 + n, item=3) for n in range(2)]
-    rows += [row(f"d{u}", 29 * 24.0, user=u, item=4) for u in (1, 2, 3)]
+    rows += [row(f"d{u}", 29 * 24.0, user=u, item=4) for u in range(1, 21)]
     return rows
 
 
-def test_the_measure_whose_lists_covered_most_of_the_labels_is_chosen(spark, tmp_path):
+@pytest.fixture(scope="module")
+def measured(spark, tmp_path_factory):
     from solaris_lib.speculation.candidates import live_items, seen_lists
-    from solaris_lib.speculation.popular import choose_measure
 
     end = T0 + timedelta(days=30)
-    root = write_logs(tmp_path / "logs", _measure_rows())
+    root = write_logs(tmp_path_factory.mktemp("measures"), _measure_rows())
     logs = read_window_spark(spark, str(root), Interval(end - timedelta(days=28), end))
     past = mined_in_memory(spark, logs, end, MineConfig(lookback=timedelta(days=28)))
     config = SpeculateConfig(budget_per_user=1, popular_n=1, live_window=timedelta(days=30))
-    # after the end, users 1 and 2 are scored on item 1 and user 3 on item 2
-    labels = spark.createDataFrame([(1, 1), (2, 1), (3, 2)], "user_id long, item_id long")
     live, seen = live_items(past, config).cache(), seen_lists(past)
-    measure, coverage = choose_measure(past, labels, live, seen, config)
-    assert measure == "lookback"
-    assert coverage == pytest.approx({"decayed": 0.0, "short": 1 / 3, "lookback": 2 / 3})
+    yield past, live, seen, config
     for frame in (live, seen):
         frame.unpersist()
     past.release()
+
+
+def _choose(spark, measured, labels):
+    from solaris_lib.speculation.popular import choose_measure
+
+    past, live, seen, config = measured
+    frame = spark.createDataFrame(labels, "user_id long, item_id long")
+    return choose_measure(past, frame, live, seen, config)
+
+
+def test_a_measure_that_covers_clearly_more_replaces_the_window_counts(spark, measured):
+    # after the end every user 1-20 is scored on item 2, the 7-day list's item
+    measure, coverage = _choose(spark, measured, [(u, 2) for u in range(1, 21)])
+    assert measure == "short"
+    assert coverage == pytest.approx({"lookback": 0.0, "short": 1.0, "decayed": 0.0})
+
+
+def test_within_the_noise_the_window_counts_stay(spark, measured):
+    # 11 rows on the 7-day list's item against 9 on the window's: 2 more, noise 2 sqrt(20) ~ 9
+    labels = [(u, 2) for u in range(1, 12)] + [(u, 1) for u in range(12, 21)]
+    measure, coverage = _choose(spark, measured, labels)
+    assert measure == "lookback"
+    assert coverage == pytest.approx({"lookback": 9 / 20, "short": 11 / 20, "decayed": 0.0})

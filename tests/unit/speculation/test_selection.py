@@ -6,10 +6,10 @@ import pytest
 from solaris_lib.speculation.selection import (
     Budget,
     choose,
-    covered_rows,
     per_user_rank,
     pools,
     select,
+    selections,
 )
 
 
@@ -55,7 +55,7 @@ def test_scaled_budget_keeps_the_cap_and_scales_the_total():
     assert Budget(10).scaled(50, 100) == Budget(10)
 
 
-def test_covered_rows_caps_the_faiss_rankings_at_their_depth_and_choose_prefers_earlier():
+def test_selections_cap_the_faiss_rankings_at_their_depth():
     import pandas as pd
 
     frame = pd.DataFrame({
@@ -63,8 +63,32 @@ def test_covered_rows_caps_the_faiss_rankings_at_their_depth_and_choose_prefers_
         "score_faiss": [0.9, 0.8, 0.7, 0.1], "score_repeat": [np.nan, 0.5, 0.6, 0.2],
     })
     assert pools(1)["faiss"] == 1
-    covered = covered_rows(frame, Budget(2), ("faiss", "repeat"), faiss_count=1)
-    assert covered == {"faiss": 1.0 + 3.0, "repeat": 4.0 + 2.0 + 3.0}
-    assert choose({"learned": 5.0, "repeat": 5.0}, 10.0, ("learned", "repeat")) == (
-        "learned", {"learned": 0.5, "repeat": 0.5})
-    assert choose(covered, 10.0, ("faiss", "repeat"))[0] == "repeat"
+    rows, masks = selections(frame, Budget(2), ("faiss", "repeat"), faiss_count=1)
+    assert masks["faiss"].tolist() == [True, False, False, True]
+    assert masks["repeat"].tolist() == [False, True, True, True]
+    assert rows.tolist() == [1.0, 4.0, 2.0, 3.0]
+
+
+def _masks(n, **kept):
+    return {name: np.isin(np.arange(n), idx) for name, idx in kept.items()}
+
+
+def test_the_best_single_source_stays_unless_a_model_covers_clearly_more():
+    rows = np.ones(400)
+    # popular covers 100 rows; learned 110: 60 rows of its own against 50 of popular's alone
+    # (10 more, noise 2 sqrt(110) = 21): popular stays
+    masks = _masks(400, popular=np.arange(100), faiss=np.arange(300, 380),
+                   learned=np.r_[np.arange(50, 100), np.arange(100, 160)])
+    kept, coverage, margins = choose(rows, masks, 400.0)
+    assert kept == "popular"
+    assert coverage == {"learned": 110 / 400, "popular": 0.25, "faiss": 0.2}
+    assert margins["learned"] == pytest.approx(10 / (2 * np.sqrt(110)))
+    # learned 160: 110 of its own against 50 (60 more, noise 2 sqrt(160) = 25): learned
+    masks["learned"] = np.isin(np.arange(400), np.r_[np.arange(50, 100), np.arange(100, 210)])
+    assert choose(rows, masks, 400.0)[0] == "learned"
+
+
+def test_ties_among_single_sources_go_to_the_earlier_ranking():
+    rows = np.ones(10)
+    masks = _masks(10, faiss=np.arange(5), repeat=np.arange(5, 10))
+    assert choose(rows, masks, 10.0)[0] == "repeat"
