@@ -17,10 +17,13 @@ fi
 echo "[venv] installing pinned requirements (first time: about 2 minutes)"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt 2>&1 | grep -v "is ignored" || true
+# the distribution was called `solaris` before (a name taken on the public index)
+"$VENV/bin/python" -m pip uninstall --quiet --yes solaris 2>/dev/null || true
 "$VENV/bin/python" -m pip install --quiet --no-deps -e . 2>&1 | grep -v "is ignored" || true
 "$VENV/bin/python" - <<'PY'
 import importlib, sys
-missing = [m for m in ("torch", "pyspark", "faiss", "redis", "airflow", "pyarrow", "solaris_lib")
+missing = [m for m in ("torch", "pyspark", "faiss", "redis", "airflow", "pyarrow", "tqdm",
+                     "prometheus_client", "statsd", "solaris_lib")
            if importlib.util.find_spec(m) is None]
 if missing:
     sys.exit(f"[venv] install incomplete, missing: {', '.join(missing)}")

@@ -50,7 +50,12 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except ModuleNotFoundError as exc:  # the base install is the lookup client alone
+        print(f"solaris: the command line needs the batch extra (missing {exc.name}): "
+              "pip install 'solaris-precompute[batch]'", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
     try:
