@@ -16,14 +16,23 @@ produce the same outputs as live runs.
 
 Spark tasks share the `solaris_spark` pool. Everything is configured by `SOLARIS_*`
 environment variables and the `spark_default` connection (local, standalone, YARN or
-Kubernetes: no code change). See README.md.
+Kubernetes, client or cluster deploy mode: no code change; docs/scaling.md).
+
+**Run parameters** ("Trigger DAG w/ config"): `budget_per_user`, `global_budget`,
+`max_per_user`, `scorer`, `lookback`, validated before the run starts. The interval itself is the
+run's data interval (the schedule, `SOLARIS_INTERVAL`; a manual run of another interval passes
+`data_interval_start`/`data_interval_end` through the REST API).
+
+**Assets**: `speculate` and `infer` read the training DAGs' `solaris_retrieval_factors` and
+`solaris_foundation_model`; `publish` updates `solaris_embedding_cache`, whose events carry the
+run's coverage, waste, staleness and pair counts (also each task's XCom and StatsD gauges).
 """
 
 from airflow.sdk import DAG, DeltaDataIntervalTimetable
 
 from solaris_lib.config import load_settings
-from solaris_lib.orchestration.dagspec import START_DATE, DagSpec
-from solaris_lib.orchestration.operators import spark_task
+from solaris_lib.orchestration.dagspec import MINE_ARGS, SPECULATE_ARGS, START_DATE, DagSpec
+from solaris_lib.orchestration.operators import asset, precompute_params, spark_task
 from solaris_lib.orchestration.sensors import LogPartitionSensor
 
 spec = DagSpec.from_settings(load_settings())
@@ -37,17 +46,20 @@ with DAG(
     max_active_runs=1,
     dagrun_timeout=spec.dagrun_timeout,
     default_args=spec.default_args(),
+    params=precompute_params(spec),
     tags=["solaris", "precompute"],
     doc_md=__doc__,
 ) as dag:
     wait_for_logs = LogPartitionSensor(
         task_id="wait_for_logs", timeout=spec.log_wait_timeout.total_seconds()
     )
-    mine = spark_task(spec, "mine", "mine_logs")
-    speculate = spark_task(spec, "speculate", "speculate")
-    infer = spark_task(spec, "infer", "infer_embeddings")
+    mine = spark_task(spec, "mine", "mine_logs", args=MINE_ARGS)
+    speculate = spark_task(spec, "speculate", "speculate", args=SPECULATE_ARGS,
+                           inlets=[asset("retrieval-factors", spec)])
+    infer = spark_task(spec, "infer", "infer_embeddings", inlets=[asset("foundation-model", spec)])
     evaluate = spark_task(spec, "evaluate", "evaluate")
-    publish = spark_task(spec, "publish", "publish_cache")
+    publish = spark_task(spec, "publish", "publish_cache", outlets=[asset("embedding-cache", spec)],
+                         joined_metrics=("speculate", "infer", "evaluate"))
 
     wait_for_logs >> [mine, evaluate]
     mine >> speculate >> infer >> publish

@@ -9,7 +9,9 @@
   serving only when its held-out metrics are not worse than the serving version's. The next
   precompute run's `infer` task uses the serving version.
 
-Intervals are the runs' data intervals, so backfills retrain exactly the same windows.
+Intervals are the runs' data intervals, so backfills retrain exactly the same windows. Each
+`train` task updates its asset (`solaris_retrieval_factors`, `solaris_foundation_model`), which
+the precompute DAG's `speculate` and `infer` tasks read.
 """
 
 from datetime import timedelta
@@ -18,13 +20,13 @@ from airflow.sdk import DAG, DeltaDataIntervalTimetable
 
 from solaris_lib.config import load_settings
 from solaris_lib.orchestration.dagspec import START_DATE, DagSpec
-from solaris_lib.orchestration.operators import spark_task
+from solaris_lib.orchestration.operators import asset, spark_task
 from solaris_lib.orchestration.sensors import LogPartitionSensor
 
 spec = DagSpec.from_settings(load_settings())
 
 
-def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DAG:
+def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str], produces: str) -> DAG:
     with DAG(
         dag_id=dag_id,
         schedule=DeltaDataIntervalTimetable(every),
@@ -38,12 +40,13 @@ def training_dag(dag_id: str, every: timedelta, job: str, tags: list[str]) -> DA
     ) as dag:
         wait = LogPartitionSensor(task_id="wait_for_logs", last_hours=1,
                                   timeout=spec.log_wait_timeout.total_seconds())
-        train = spark_task(spec, "train", job, name=f"solaris-{dag_id}")
+        train = spark_task(spec, "train", job, name=f"solaris-{dag_id}",
+                           outlets=[asset(produces, spec)])
         wait >> train
     return dag
 
 
-retrieval = training_dag("solaris_train_retrieval", timedelta(days=1), "train_retrieval", ["retrieval"])
-foundation = training_dag(
-    "solaris_train_foundation", timedelta(weeks=1), "train_foundation", ["foundation-model"]
-)
+retrieval = training_dag("solaris_train_retrieval", timedelta(days=1), "train_retrieval",
+                         ["retrieval"], produces="retrieval-factors")
+foundation = training_dag("solaris_train_foundation", timedelta(weeks=1), "train_foundation",
+                          ["foundation-model"], produces="foundation-model")

@@ -1,33 +1,9 @@
-"""Entrypoint: train the foundation model on a window of request logs, version and promote it.
-
-    python jobs/train_foundation.py --start 2026-01-05 --end 2026-01-11 [--holdout 1d]
-        [--preset small] [--epochs N] [--processes N]
-
-Trains on ``[start, end - holdout)``, evaluates on the held-out tail (FM and ID-only baseline),
-writes ``<models root>/foundation/v=<key>-<hash8>/`` and promotes it when it is not worse than
-the serving version. ``--processes N`` trains with N DDP workers through Spark's
-TorchDistributor. Prints the report as one JSON line; exit code 0, or the error's code.
-"""
+"""``spark-submit jobs/train_foundation.py ...``: a shim that runs :mod:`solaris_lib.jobs.train_foundation`, the job
+shipped inside the package (the DAGs submit the package's module file itself)."""
 
 import sys
 
-from solaris_lib.model.commands import add_train_arguments, train_request
-from solaris_lib.orchestration.jobrunner import Job, run_job
-
-
-def _run(spark, settings, request):
-    from solaris_lib.model.train import run_training
-
-    return run_training(settings, request)
-
-
-JOB = Job("train-foundation", __doc__, lambda args, settings: train_request(args), _run,
-          add_train_arguments, spark=False)
-
-
-def main(argv=None) -> int:
-    return run_job(JOB, argv)
-
+from solaris_lib.jobs.train_foundation import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,48 +1,9 @@
-"""spark-submit entrypoint: ALS retrieval factors and the choice model over one lookback window.
-
-    spark-submit jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d] \
-        [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1]
-
-Writes ``retrieval/interval=KEY/{users,items}`` (ALS) and ``{choice_users,choice_items}`` (the
-choice model, ``solaris_lib/speculation/choice.py``, with RetrievalConfig's ``choice_*``
-settings; torch, on the GPU when there is one), each (id, factor array<float>), under
-``SOLARIS_DATA_ROOT``. Prints one JSON line.
-"""
+"""``spark-submit jobs/train_retrieval.py ...``: a shim that runs :mod:`solaris_lib.jobs.train_retrieval`, the job
+shipped inside the package (the DAGs submit the package's module file itself)."""
 
 import sys
 
-from solaris_lib.intervals import Interval, parse_duration
-from solaris_lib.orchestration.jobrunner import Job, run_job
-from solaris_lib.speculation.jobargs import add_als_arguments, als_overrides
-
-
-def _arguments(parser) -> None:
-    parser.add_argument("--lookback", default="28d", help="history window before --end")
-    add_als_arguments(parser)
-
-
-def _prepare(args, settings):
-    from solaris_lib.speculation.config import retrieval_config
-
-    return Interval.parse(args.start, args.end), retrieval_config(
-        lookback=parse_duration(args.lookback), **als_overrides(args))
-
-
-def _run(spark, settings, request):
-    from solaris_lib.layout import DataLayout
-    from solaris_lib.speculation.pipeline import run_retrieval
-
-    interval, config = request
-    users = run_retrieval(spark, DataLayout.from_settings(settings), interval, config)
-    return {"interval": interval.key, "users": users}
-
-
-JOB = Job("train-retrieval", __doc__, _prepare, _run, _arguments)
-
-
-def main(argv=None) -> int:
-    return run_job(JOB, argv)
-
+from solaris_lib.jobs.train_retrieval import main
 
 if __name__ == "__main__":
     sys.exit(main())

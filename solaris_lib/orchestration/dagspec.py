@@ -12,17 +12,15 @@ from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import parse_duration
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
-JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
+JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"  # solaris_lib/jobs: ships in the wheel
 SPARK_POOL = "solaris_spark"
 INTERVAL_ARGS = [
     "--start", "{{ data_interval_start.isoformat() }}",
     "--end", "{{ data_interval_end.isoformat() }}",
 ]
-SPARK_CONF = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.ui.enabled": "false",
-}
+# The speculate job's --scorer choices (solaris_lib.jobs.speculate.SCORERS; not imported here:
+# parsing a DAG imports no job module). A unit test keeps the two equal.
+SCORERS = ("auto", "learned", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -34,6 +32,10 @@ class DagSpec:
     task_timeout: timedelta = timedelta(hours=2)
     dagrun_timeout: timedelta = timedelta(hours=12)
     py_files: str | None = None
+    key_prefix: str = "solaris"
+    budget_per_user: int = 200
+    global_budget: int | None = None
+    max_per_user: int | None = None
     retries: int = 2
     retry_delay: timedelta = timedelta(seconds=30)
     max_retry_delay: timedelta = timedelta(minutes=10)
@@ -46,7 +48,34 @@ class DagSpec:
             task_timeout=parse_duration(settings.task_timeout),
             dagrun_timeout=parse_duration(settings.dagrun_timeout),
             py_files=settings.spark_py_files,
+            key_prefix=settings.redis_key_prefix,
+            budget_per_user=settings.speculate_budget_per_user,
+            global_budget=settings.speculate_global_budget,
+            max_per_user=settings.speculate_max_per_user,
         )
+
+    def precompute_params(self) -> dict[str, tuple[object, dict]]:
+        """``{name: (default, JSON schema)}`` of the precompute DAG's run parameters. A null
+        budget means the deployment's setting (the job reads 0 as "not given")."""
+        nullable_count = {"type": ["null", "integer"], "minimum": 1}
+        return {
+            "budget_per_user": (self.budget_per_user, {
+                "type": "integer", "minimum": 1,
+                "description": "pairs speculated per user (SOLARIS_SPECULATE_BUDGET_PER_USER)"}),
+            "global_budget": (self.global_budget, {
+                **nullable_count,
+                "description": "pairs speculated in total, null: no global budget"}),
+            "max_per_user": (self.max_per_user, {
+                **nullable_count,
+                "description": "with a global budget, most pairs one user keeps"}),
+            "scorer": ("auto", {
+                "type": "string", "enum": list(SCORERS),
+                "description": "auto: the ranking that covered most of the last labelled "
+                "interval; learned or heuristic to force one"}),
+            "lookback": ("28d", {
+                "type": "string", "pattern": r"^[0-9]+[hdw]$",
+                "description": "history window mined before the interval's end (e.g. 28d)"}),
+        }
 
     def default_args(self) -> dict:
         """Retries with exponential backoff and an execution timeout (a hung job is killed,
@@ -62,5 +91,22 @@ class DagSpec:
 
 
 def job_path(name: str) -> str:
-    """Absolute path of a spark-submit entrypoint in ``jobs/``."""
+    """Absolute path of the module file of the job ``name`` in ``solaris_lib/jobs/`` (what
+    spark-submit runs; ``python -m solaris_lib.jobs.<name>`` runs the same)."""
     return str(JOBS_DIR / f"{name}.py")
+
+
+# The speculate task's arguments: the run's params (validated by Airflow), 0 for "not given".
+SPECULATE_ARGS = [
+    "--budget-per-user", "{{ params.budget_per_user }}",
+    "--global-budget", "{{ params.global_budget or 0 }}",
+    "--max-per-user", "{{ params.max_per_user or 0 }}",
+    "--scorer", "{{ params.scorer }}",
+]
+MINE_ARGS = ["--lookback", "{{ params.lookback }}"]
+
+
+def asset_uri(kind: str, spec: DagSpec) -> str:
+    """``solaris://<key prefix>/<kind>``: one deployment's models and cache, named by its key
+    prefix (never by a URL, which may carry a password)."""
+    return f"solaris://{spec.key_prefix}/{kind}"

@@ -5,8 +5,11 @@ already has ``--start`` and ``--end`` (the data interval), ``prepare`` turns the
 and the settings into a typed request (bad input raises a :class:`ConfigError` here, before
 Spark starts), and ``run`` does the work and returns the report. :func:`run_job` does the rest
 the same way for every job: INFO logging to stderr, the SparkSession (``solaris-<name>``,
-master and resources from spark-submit) stopped whatever happens, a :class:`SolarisError`
-logged and turned into its exit code, and the report printed as one JSON line on stdout.
+master and resources from spark-submit) stopped whatever happens, the settings the submitter
+forwarded checked in the driver's environment (:mod:`solaris_lib.orchestration.sparkconf`), a
+:class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
+line on stdout and written to ``<data root>/reports/<job>/interval=KEY/report.json``, where the
+DAG's task reads it whatever machine the driver ran on (cluster deploy mode).
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from solaris_lib.config import SolarisSettings, load_settings
-from solaris_lib.errors import SolarisError
+from solaris_lib.errors import ConfigError, SolarisError
+from solaris_lib.intervals import Interval
 
 log = logging.getLogger(__name__)
+REPORTS = "reports"
+REPORT_FILE = "report.json"
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,12 +73,45 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
         request = job.prepare(args, settings)
         report = _run(job, settings, request)
+        payload = report.as_dict() if hasattr(report, "as_dict") else report
+        text = json.dumps(payload, default=str)
+        write_report(settings, job.name, Interval.parse(args.start, args.end), text)
     except SolarisError as exc:
         log.error("%s", exc)
         return exc.exit_code
-    payload = report.as_dict() if hasattr(report, "as_dict") else report
-    sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    sys.stdout.write(text + "\n")
     return 0
+
+
+def report_path(settings: SolarisSettings, job_name: str, interval: Interval) -> str:
+    """Where :func:`run_job` leaves the report of ``job_name`` for ``interval``."""
+    from solaris_lib.layout import DataLayout
+
+    return DataLayout.from_settings(settings).output(REPORTS, interval, job_name)
+
+
+def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
+    """Replace the job's report partition of ``interval`` atomically with ``text``."""
+    from solaris_lib.layout import join
+    from solaris_lib.storage import atomic_folder, filesystem
+
+    with atomic_folder(report_path(settings, job_name, interval)) as staging:
+        fs, inner = filesystem(join(staging, REPORT_FILE))
+        with fs.open_output_stream(inner) as out:
+            out.write(text.encode())
+
+
+def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
+    """The report :func:`run_job` wrote for ``interval``, or None when there is none."""
+    from solaris_lib.layout import join
+    from solaris_lib.storage import filesystem, is_complete
+
+    folder = report_path(settings, job_name, interval)
+    if not is_complete(folder):
+        return None
+    fs, inner = filesystem(join(folder, REPORT_FILE))
+    with fs.open_input_stream(inner) as handle:
+        return json.loads(handle.read())
 
 
 def _run(job: Job, settings: SolarisSettings, request: Any) -> Any:
@@ -81,9 +121,23 @@ def _run(job: Job, settings: SolarisSettings, request: Any) -> Any:
 
     spark = get_spark(f"solaris-{job.name}")
     try:
+        check_forwarded_settings(spark.sparkContext.getConf())
         return job.run(spark, settings, request)
     finally:
         spark.stop()
+
+
+def check_forwarded_settings(conf) -> None:
+    """Refuse to run when the driver lacks a setting the submitter listed: a cluster-mode
+    driver would otherwise fall back to the defaults (a local data root, a loopback Redis)."""
+    from solaris_lib.orchestration.sparkconf import SETTINGS_PROPERTY, missing_settings
+
+    missing = missing_settings(dict(conf.getAll()), os.environ)
+    if missing:
+        raise ConfigError(
+            f"the driver's environment lacks {', '.join(missing)}, which the DAG's task set "
+            f"({SETTINGS_PROPERTY}): in cluster deploy mode pass secrets by the cluster "
+            "manager's convention (docs/scaling.md, 'Settings and secrets')")
 
 
 def configure_logging() -> None:

@@ -88,3 +88,38 @@ def test_parsing_touches_no_database_network_or_heavy_import():
     assert result["errors"] == {}
     assert len(result["dags"]) == 3
     assert result["heavy"] == []
+
+
+def test_precompute_params_are_validated_and_reach_the_jobs(dagbag):
+    import copy
+
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = dagbag.dags["solaris_precompute"]
+    assert set(dag.params) == {"budget_per_user", "global_budget", "max_per_user", "scorer",
+                               "lookback"}
+    good = {"budget_per_user": 50, "global_budget": 10_000, "scorer": "heuristic"}
+    for bad in ({"budget_per_user": 0}, {"scorer": "best"}, {"global_budget": -1},
+                {"lookback": "four weeks"}, {"budget_per_user": "many"}):
+        params = copy.deepcopy(dag.params)
+        with pytest.raises(ParamValidationError, match=f"param {next(iter(bad))}"):
+            params.update(bad)  # what a trigger's conf does
+            params.validate()
+    params = copy.deepcopy(dag.params)
+    params.update(good)
+    assert params.validate() == {**good, "max_per_user": None, "lookback": "28d"}
+    args = " ".join(dag.get_task("speculate").application_args)
+    for name in ("budget_per_user", "global_budget", "max_per_user", "scorer"):
+        assert f"params.{name}" in args
+    assert "params.lookback" in " ".join(dag.get_task("mine").application_args)
+
+
+def test_assets_link_the_training_dags_to_the_precompute_dag(dagbag):
+    produced = {dag_id: {a.uri for a in dagbag.dags[dag_id].get_task("train").outlets}
+                for dag_id in ("solaris_train_retrieval", "solaris_train_foundation")}
+    precompute = dagbag.dags["solaris_precompute"]
+    assert {a.uri for a in precompute.get_task("speculate").inlets} == produced[
+        "solaris_train_retrieval"]
+    assert {a.uri for a in precompute.get_task("infer").inlets} == produced[
+        "solaris_train_foundation"]
+    assert [a.name for a in precompute.get_task("publish").outlets] == ["solaris_embedding_cache"]

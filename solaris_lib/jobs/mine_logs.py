@@ -1,0 +1,44 @@
+"""spark-submit entrypoint: mine the lookback window of one data interval.
+
+    spark-submit solaris_lib/jobs/mine_logs.py --start 2026-01-05T10:00 --end 2026-01-05T11:00 [--lookback 28d]
+
+Writes ``mined/{user_history,pair_stats,item_stats,user_stats,cooccurrence}/interval=KEY`` under
+``SOLARIS_DATA_ROOT`` (see ``solaris_lib.speculation.mine``). Prints one JSON line of row counts.
+"""
+
+import sys
+
+from solaris_lib.intervals import Interval, parse_duration
+from solaris_lib.orchestration.jobrunner import Job, run_job
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--lookback", default="28d", help="history window before --end")
+    parser.add_argument("--max-history", type=int, default=200, help="events kept per user")
+
+
+def _prepare(args, settings):
+    from solaris_lib.speculation.config import MineConfig
+
+    return Interval.parse(args.start, args.end), MineConfig(
+        lookback=parse_duration(args.lookback), max_history=args.max_history)
+
+
+def _run(spark, settings, request):
+    from solaris_lib.layout import DataLayout
+    from solaris_lib.speculation.pipeline import run_mine
+
+    interval, config = request
+    written = run_mine(spark, DataLayout.from_settings(settings), interval, config)
+    return {"interval": interval.key, "rows": written}
+
+
+JOB = Job("mine", __doc__, _prepare, _run, _arguments)
+
+
+def main(argv=None) -> int:
+    return run_job(JOB, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
