@@ -33,7 +33,6 @@ import redis
 from solaris_lib.cache.format import (
     FALLBACK_CLUSTER,
     STATE_COMPLETE,
-    Level,
     Manifest,
     bucket_key,
     item_clusters_key,
@@ -46,6 +45,7 @@ from solaris_lib.cache.server import CacheServer
 from solaris_lib.cache.writer import WriteTarget, write_rows
 from solaris_lib.client import SolarisClient
 from solaris_lib.devtools.redis_server import RedisServer
+from solaris_lib.fallback import Level
 
 log = logging.getLogger("bench.lookup_fallback")
 ROOT = Path(__file__).resolve().parents[1]

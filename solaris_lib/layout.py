@@ -3,6 +3,8 @@
 ``<root>/logs/dt=YYYY-MM-DD/hour=HH/*.parquet``      request logs (the contract, see ``logs.schema``)
 ``<root>/logs/_quarantine/...``                       rows a reader refused, with the reason
 ``<root>/<stage>/interval=<key>/``                    each stage's output for one data interval
+``<root>/<stage>/<table>/interval=<key>/``            one of the stage's tables, e.g. the
+                                                      fallback levels' tables beside the embeddings
 ``<models_root>/<model>/v=<version>/``                versioned model artefacts
 
 Paths are strings so that a URI root (``hdfs://``, ``s3a://``) works unchanged on a cluster.
@@ -22,6 +24,12 @@ EMBEDDINGS = "embeddings"
 CACHE = "cache"
 EVALUATION = "evaluation"
 QUARANTINE_DIRNAME = "_quarantine"
+# The fallback levels' tables of an interval, under EMBEDDINGS (solaris_lib.fallback writes them,
+# the cache publisher reads them): (user, item cluster) embeddings, the item -> cluster table and
+# the item priors.
+CLUSTER_EMBEDDINGS = "cluster"
+ITEM_CLUSTERS = "item_clusters"
+ITEM_PRIORS = "item_prior"
 
 
 def join(*parts: str) -> str:

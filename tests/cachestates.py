@@ -23,13 +23,13 @@ from solaris_lib.cache.errors import CacheError
 from solaris_lib.cache.format import (
     ITEM_CLUSTER_CHUNK,
     ITEM_PRIOR_CHUNK,
-    Level,
     alias_key,
     chunk_count,
     failover_key,
     pack_item_clusters,
     pack_item_priors,
 )
+from solaris_lib.fallback import Level
 from tests.cachespec import bucket
 
 P = "p"

@@ -1,6 +1,6 @@
 """The publisher's hierarchical fallback level (``docs/cache-format.md``).
 
-Inputs, next to an interval's exact embeddings (written by ``solaris_lib.transfer``):
+Inputs, next to an interval's exact embeddings (written by ``solaris_lib.fallback.inference``):
 
 * ``embeddings/cluster/interval=KEY``: ``user_id`` int64, ``cluster_id`` int32,
   ``model_version`` string, ``embedding`` binary (``dim`` little-endian fp16): read by Spark
@@ -44,13 +44,11 @@ from solaris_lib.cache.memory import string_key_bytes
 from solaris_lib.cache.pairs import fixed_width_values, non_finite_fp16
 from solaris_lib.cache.rows import CLUSTER, Survey
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import EMBEDDINGS, DataLayout
+from solaris_lib.layout import EMBEDDINGS, ITEM_CLUSTERS, ITEM_PRIORS, DataLayout
 from solaris_lib.storage import filesystem, is_complete, list_files
 
 log = logging.getLogger(__name__)
 
-ITEM_CLUSTERS_TABLE = "item_clusters"
-ITEM_PRIOR_TABLE = "item_prior"
 ITEM_CLUSTER_COLUMNS = {"item_id": pa.int64(), "cluster_id": pa.int32()}
 ITEM_PRIOR_COLUMNS = {"item_id": pa.int64(), "model_version": pa.string(),
                       "embedding": pa.binary()}
@@ -88,9 +86,9 @@ class FallbackTables:
 def find_tables(layout: DataLayout, interval: Interval) -> FallbackTables:
     """Where the interval's fallback tables are and which are complete (one check each)."""
     paths = {name: layout.output(EMBEDDINGS, interval, name)
-             for name in (CLUSTER.folder, ITEM_CLUSTERS_TABLE)}
+             for name in (CLUSTER.folder, ITEM_CLUSTERS)}
     return FallbackTables(paths, {name: is_complete(path) for name, path in paths.items()},
-                          layout.output(EMBEDDINGS, interval, ITEM_PRIOR_TABLE))
+                          layout.output(EMBEDDINGS, interval, ITEM_PRIORS))
 
 
 @dataclass

@@ -31,7 +31,6 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from enum import IntEnum
 
 import numpy as np
 
@@ -55,15 +54,6 @@ RETAINED_TTL_S = 10 * 365 * 86400
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VERSION = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{10}$")
 _MODEL_VERSION = re.compile(r"^[A-Za-z0-9_.+=-]{1,128}$")
-
-
-class Level(IntEnum):
-    """Where a looked-up row came from; one ``int8`` per row of a lookup."""
-
-    MISS = 0
-    EXACT = 1
-    CLUSTER = 2  # no exact value; the (user, item cluster) embedding of the fallback level
-    ITEM = 3  # neither; the item's prior (the FM with an empty history), held by the client
 
 
 def check_prefix(prefix: str) -> str:

@@ -85,7 +85,7 @@ from solaris_lib.cache.survey import Layout, Merged
 from solaris_lib.cache.writer import STATS_NAMES, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import CACHE, EMBEDDINGS, DataLayout
+from solaris_lib.layout import CACHE, EMBEDDINGS, ITEM_CLUSTERS, DataLayout
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class _Run:
         servable (logged otherwise)."""
         path = tables.paths[CLUSTER.folder]
         rows = interpret(merged.groups, path, chosen=(found.model_version, 2 * found.dim))
-        items = read_item_clusters(tables.paths["item_clusters"])
+        items = read_item_clusters(tables.paths[ITEM_CLUSTERS])
         if is_complete(tables.prior_path):
             read_item_priors(items, tables.prior_path, found.model_version, found.dim)
         items.dropped = {**rows.refused, **items.dropped}

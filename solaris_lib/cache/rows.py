@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from solaris_lib.cache.errors import PublishInputError
+from solaris_lib.layout import CLUSTER_EMBEDDINGS
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string",
@@ -80,7 +81,7 @@ def plain(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 EXACT = Table("exact", None, "item_id", "bigint")
-CLUSTER = Table("cluster", "cluster", "cluster_id", "int")
+CLUSTER = Table("cluster", CLUSTER_EMBEDDINGS, "cluster_id", "int")
 REASON = "_reason"
 NON_FINITE = "non_finite_embedding"
 

@@ -27,13 +27,13 @@ from solaris_lib.cache.errors import (
     CacheTimeoutError,
     CacheUnavailableError,
 )
-from solaris_lib.cache.format import Level
 from solaris_lib.client._breaker import Backoff, CircuitBreaker
 from solaris_lib.client._client import SolarisClient
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult
 from solaris_lib.client._stats import ClientStats
 from solaris_lib.client._transport import InMemoryRedis, MockTransport, RedisTransport, Transport
+from solaris_lib.fallback import Level
 
 __all__ = [
     "Backoff",

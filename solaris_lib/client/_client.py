@@ -41,7 +41,7 @@ from solaris_lib.cache.errors import (
 )
 from solaris_lib.cache.format import Manifest, misses_key
 from solaris_lib.client._breaker import BreakerState, CircuitBreaker
-from solaris_lib.client._clusters import merge_clusters
+from solaris_lib.client._clusters import fallback_levels
 from solaris_lib.client._misses import MissSampler, xadd_commands
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._result import LookupResult, all_misses
@@ -192,13 +192,10 @@ class SolarisClient:
         if order is not None:  # back to the request's order
             embeddings[order], hit[order] = embeddings.copy(), hit.copy()
         hits = int(np.count_nonzero(hit))
-        level, cluster_rows, item_rows = hit.astype(np.int8), 0, 0
-        if hits < n and served.clusters is not None:
-            level, cluster_rows, bad = merge_clusters(served.codec, embeddings, hit, clusters,
-                                                      distinct, exact[n:])
-            corrupt += bad
-        if hits + cluster_rows < n and served.priors is not None:
-            item_rows = served.priors.fill(items, embeddings, level)
+        fields = (clusters, distinct, exact[n:]) if served.clusters is not None else None
+        level, cluster_rows, item_rows, bad = fallback_levels(served.codec, embeddings, hit,
+                                                              items, fields, served.priors)
+        corrupt += bad
         if hits < n:
             self._misses.offer(user_id, items, hit)
         self._counters.record_lookup(n, hits, (time.perf_counter() - started) * 1e6,
@@ -237,7 +234,9 @@ class SolarisClient:
         if error == "no_version":
             counts["no_version"] = 1
         if served is not None and served.priors is not None:
-            counts["item_hits"] = served.priors.fill(items, result.embeddings, result.level)
+            level, _, counts["item_hits"], _ = fallback_levels(
+                served.codec, result.embeddings, result.hit, items, priors=served.priors)
+            result.level[:] = level
         self._counters.record_lookup(len(items), 0, (time.perf_counter() - started) * 1e6,
                                      **counts)
         return result

@@ -11,7 +11,9 @@ distinct clusters of the items; a row without an exact value takes its cluster's
 A version whose manifest also has ``item_priors`` > 0 holds the ITEM level: the FM's embedding
 of (empty history, item) per live item in ``P:h:<version>:prior:<k>``, loaded with the table and
 held in memory; a row that is still a miss after the cluster merge takes its item's prior
-(level ``ITEM``): no extra field, no extra round trip.
+(level ``ITEM``): no extra field, no extra round trip. Each row's level is
+:func:`~solaris_lib.fallback.resolve_levels` of what the version holds for it
+(:func:`fallback_levels`), the rule the transfer report applies too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from solaris_lib.cache.format import (
     ITEM_CLUSTER_RECORD,
     ITEM_PRIOR_CHUNK,
     Codec,
-    Level,
     Manifest,
     chunk_count,
     chunk_rows,
@@ -38,29 +39,9 @@ from solaris_lib.cache.format import (
     unpack_item_priors,
 )
 from solaris_lib.client._transport import Transport
+from solaris_lib.fallback import ItemClusters, Level, resolve_levels
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ItemClusters:
-    """``item_ids`` (n,) strictly increasing int64 -> ``cluster_ids`` (n,) int32 (immutable)."""
-
-    item_ids: np.ndarray
-    cluster_ids: np.ndarray
-
-    def of(self, items: np.ndarray) -> np.ndarray:
-        """(m,) int64 cluster of each of ``items`` (m,) int64; -1 for items not in the table."""
-        if not len(self.item_ids):
-            return np.full(len(items), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.item_ids, items), len(self.item_ids) - 1)
-        found = self.item_ids[pos] == items
-        return np.where(found, self.cluster_ids[pos], -1).astype(np.int64)
-
-    def fields(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(cluster of each item (n,), distinct clusters (k,) sorted)``."""
-        clusters = self.of(items)
-        return clusters, np.unique(clusters[clusters >= 0])
 
 
 @dataclass(frozen=True)
@@ -71,18 +52,13 @@ class ItemPriors:
     item_ids: np.ndarray
     embeddings: np.ndarray
 
-    def fill(self, items: np.ndarray, embeddings: np.ndarray, level: np.ndarray) -> int:
-        """Give every ``MISS`` row of ``level`` (n,) whose item has a prior that prior, in
-        ``embeddings`` (n, dim), with level ``ITEM``, in place; returns the rows filled."""
-        rows = np.flatnonzero(level == Level.MISS)
-        if not len(rows) or not len(self.item_ids):
-            return 0
-        pos = np.minimum(np.searchsorted(self.item_ids, items[rows]), len(self.item_ids) - 1)
-        found = self.item_ids[pos] == items[rows]
-        rows, pos = rows[found], pos[found]
-        embeddings[rows] = self.embeddings[pos]
-        level[rows] = Level.ITEM
-        return len(rows)
+    def find(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(held (n,) bool: the item of ``items`` (n,) has a prior, row (n,) of that prior in
+        ``embeddings``)."""
+        if not len(self.item_ids):
+            return np.zeros(len(items), bool), np.zeros(len(items), np.int64)
+        pos = np.minimum(np.searchsorted(self.item_ids, items), len(self.item_ids) - 1)
+        return self.item_ids[pos] == items, pos
 
 
 PIPELINE_BYTES = 16 << 20  # chunk bytes asked for in one background pipeline
@@ -168,24 +144,46 @@ def load_item_priors(transport: Transport, prefix: str, manifest: Manifest
     return ItemPriors(item_ids, embeddings), int(np.count_nonzero(~finite))
 
 
-def merge_clusters(codec: Codec, embeddings: np.ndarray, hit: np.ndarray, clusters: np.ndarray,
-                   distinct: np.ndarray, values: list) -> tuple[np.ndarray, int, int]:
-    """Fill the exact misses whose cluster has a value, in place.
-
-    ``embeddings`` (n, dim) float32 and ``hit`` (n,) of the exact fields; ``clusters`` (n,) the
-    items' clusters (-1: none); ``distinct`` (k,) and ``values`` (k,) the HMGET replies of the
-    cluster fields. Returns ``(level (n,) int8, cluster rows, corrupt cluster values)``; a
-    malformed cluster value is a miss.
-    """
-    level = hit.astype(np.int8)
+def _cluster_values(codec: Codec, hit: np.ndarray, clusters: np.ndarray, distinct: np.ndarray,
+                    values: list) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, int]:
+    """What the user's cluster hash holds for the rows without an exact value: ``(held (n,)
+    bool, decoded (k, dim) float32, row (n,) of each row's cluster in decoded, corrupt
+    values)``; a malformed value is not held. Nothing is decoded when no such row has a
+    cluster."""
     wanted = ~hit & (clusters >= 0)
     if not wanted.any():
-        return level, 0, 0
+        return wanted, None, None, 0
     decoded, present, corrupt = codec.decode(values)
-    rows = np.flatnonzero(wanted)
-    pos = np.searchsorted(distinct, clusters[rows])
-    got = present[pos]
-    rows, pos = rows[got], pos[got]
-    embeddings[rows] = decoded[pos]
-    level[rows] = Level.CLUSTER
-    return level, len(rows), corrupt
+    pos = np.minimum(np.searchsorted(distinct, clusters), len(distinct) - 1)
+    return wanted & present[pos], decoded, pos, corrupt
+
+
+def fallback_levels(codec: Codec, embeddings: np.ndarray, hit: np.ndarray, items: np.ndarray,
+                    cluster_fields: tuple | None = None, priors: ItemPriors | None = None
+                    ) -> tuple[np.ndarray, int, int, int]:
+    """Each row's :class:`Level` (:func:`resolve_levels` of what the version holds) and, in
+    place, the embeddings (n, dim) of its CLUSTER and ITEM rows.
+
+    ``hit`` (n,): the exact values; ``cluster_fields``: (the items' clusters (n,), the distinct
+    clusters asked for (k,), their HMGET replies (k,)), None when the version has no cluster
+    level or the lookup did not ask; ``priors``: the ITEM level, None without it. Returns
+    ``(level (n,) int8, cluster rows, item rows, corrupt cluster values)``.
+    """
+    n, hits = len(hit), int(np.count_nonzero(hit))
+    cluster = prior = None
+    corrupt, cluster_rows = 0, 0
+    if cluster_fields is not None and hits < n:
+        cluster, decoded, cluster_pos, corrupt = _cluster_values(codec, hit, *cluster_fields)
+        cluster_rows = int(np.count_nonzero(cluster))
+    if priors is not None and hits + cluster_rows < n:
+        prior, prior_pos = priors.find(items)
+    level = resolve_levels(hit, cluster, prior)
+    item_rows = 0
+    if cluster_rows:
+        rows = np.flatnonzero(level == Level.CLUSTER)
+        embeddings[rows] = decoded[cluster_pos[rows]]
+    if prior is not None:
+        rows = np.flatnonzero(level == Level.ITEM)
+        embeddings[rows] = priors.embeddings[prior_pos[rows]]
+        item_rows = len(rows)
+    return level, cluster_rows, item_rows, corrupt

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solaris_lib.cache.format import Level
+from solaris_lib.fallback import Level
 
 
 @dataclass(frozen=True)

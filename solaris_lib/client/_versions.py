@@ -33,7 +33,6 @@ from solaris_lib.cache.format import (
     user_key_head,
 )
 from solaris_lib.client._clusters import (
-    ItemClusters,
     ItemPriors,
     load_item_clusters,
     load_item_priors,
@@ -42,6 +41,7 @@ from solaris_lib.client._clusters import (
 from solaris_lib.client._options import ClientOptions
 from solaris_lib.client._stats import Counters
 from solaris_lib.client._transport import Transport
+from solaris_lib.fallback import ItemClusters
 
 log = logging.getLogger(__name__)
 

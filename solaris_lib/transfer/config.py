@@ -15,8 +15,11 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from solaris_lib.fallback import Level
+
 VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback")
-LEVELS = ("exact", "cluster", "item", "miss")
+LEVELS = tuple(level.name.lower() for level in (Level.EXACT, Level.CLUSTER, Level.ITEM,
+                                                Level.MISS))  # the report's keys, finest first
 
 
 class RankerConfig(BaseModel):
@@ -57,16 +60,15 @@ class TransferConfig(BaseModel):
         timedelta(days=7), description="Window of the user-activity feature (events before start).")
     popularity_window: timedelta = Field(
         timedelta(days=1), description="Window of the item-popularity feature (rows before start).")
-    clusters: int = Field(32, ge=2, description="k-means item clusters over the ALS item factors.")
-    popularity_buckets: int = Field(
-        4, ge=1, description="Fallback clusters for items without an ALS factor (by popularity).")
+    clusters: int = Field(32, ge=2, description="k-means item clusters over the ALS item factors "
+                          "(the infer job's SOLARIS_FALLBACK_CLUSTERS).")
     fm_preset: str = Field("small", description="Foundation model preset (solaris_lib.model).")
     fm_epochs: int = Field(2, ge=1, description="Foundation model training epochs.")
     fm_days: float | None = Field(
         None, gt=0, description="Train the FM on this many days before the ranker period only "
         "(None: every day before it); a CPU budget knob.")
     threads: int = Field(2, ge=1, description="torch threads.")
-    seed: int = Field(7, description="Seed of FM, k-means and speculation.")
+    seed: int = Field(7, description="Seed of the FM, retrieval and speculation.")
     ranker: RankerConfig = Field(default_factory=RankerConfig)
 
     def ranker_span(self) -> timedelta:

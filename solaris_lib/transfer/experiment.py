@@ -2,9 +2,10 @@
 
 1. Read the logs once (pyarrow, validated); build every labelled request's example.
 2. Train the FM on requests before ``split`` (the start of the ranker period).
-3. For each interval of ``[split, end)``: the cache the previous interval's speculation run
-   published (:class:`~solaris_lib.transfer.cache.Speculator`), the rows' served embeddings
-   and serving-time features (:func:`~solaris_lib.transfer.features.interval_rows`).
+3. For each interval of ``[split, end)``: the cache the previous interval's precompute run
+   published, replayed by the pipeline's own stages (:class:`~solaris_lib.transfer.replay.Replay`),
+   the rows' served levels and embeddings and serving-time features
+   (:func:`~solaris_lib.transfer.features.interval_rows`).
 4. Train plain, distilled, solaris and solaris_fallback on the rows of ``[split, test_start)``
    and score all of them and the FM served online on ``[test_start, end)``.
 """
@@ -19,14 +20,15 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from solaris_lib.errors import ConfigError, EmptyInputError
+from solaris_lib.fallback import Level
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.schema import timestamps_us
 from solaris_lib.model import metrics
 from solaris_lib.transfer.bootstrap import paired_auc_delta
-from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, Speculator
 from solaris_lib.transfer.config import LEVELS, VARIANTS, TransferConfig
 from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
 from solaris_lib.transfer.ratio import transfer_ratios
+from solaris_lib.transfer.replay import Replay
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +106,9 @@ class Collected:
 
 
 def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
-                 config: TransferConfig) -> Collected:
-    """Ranker rows of every interval of ``[split, end)`` with their served features."""
+                 config: TransferConfig, work_root: str) -> Collected:
+    """Ranker rows of every interval of ``[split, end)`` with their served features; the
+    replayed pipeline writes its tables under ``work_root``."""
     from solaris_lib.model.train import predict
 
     period = examples.select(examples.ts_us >= int(periods.split.timestamp() * 1e6))
@@ -113,18 +116,15 @@ def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
     log_users = table.column("user_id").to_numpy()
     log_items = table.column("item_id").to_numpy()
     log_ts = timestamps_us(table.column("ts"))
-    speculator = Speculator(spark, logs_root, config, periods.split - config.interval)
-    try:
-        parts, facts = _serve_intervals(speculator, fm, period, fm_logits, (log_users, log_items,
-                                                                            log_ts), periods, config)
-    finally:
-        speculator.close()
+    replay = Replay(spark, logs_root, work_root, fm, config)
+    parts, facts = _serve_intervals(replay, period, fm_logits, (log_users, log_items, log_ts),
+                                    periods, config)
     if not parts[False] or not parts[True]:
         raise EmptyInputError("the ranker and test periods need at least one interval each")
     return Collected(RankerRows.concat(parts[False]), RankerRows.concat(parts[True]), facts)
 
 
-def _serve_intervals(speculator: Speculator, fm, period, fm_logits, logged, periods: Periods,
+def _serve_intervals(replay: Replay, period, fm_logits, logged, periods: Periods,
                      config: TransferConfig) -> tuple[dict[bool, list[RankerRows]], list[dict]]:
     """Serve each interval's cache and label its rows: ({is_test: rows}, per-interval facts).
     ``logged``: the (user, item, ts in us) arrays of the whole log."""
@@ -132,13 +132,13 @@ def _serve_intervals(speculator: Speculator, fm, period, fm_logits, logged, peri
     parts: dict[bool, list[RankerRows]] = {False: [], True: []}
     facts = []
     for index, interval in enumerate(periods.intervals):
-        cache = speculator.serve(interval)
-        rows = interval_rows(fm, period, fm_logits, log_users, log_items, log_ts, cache, index,
+        cache = replay.serve(interval)
+        rows = interval_rows(period, fm_logits, log_users, log_items, log_ts, cache, index,
                              config)
         s, e = (int(t.timestamp() * 1e6) for t in (interval.start, interval.end))
         in_t = (log_ts >= s) & (log_ts < e)
         facts.append({"interval": interval.key, "test": periods.is_test(interval),
-                      "pairs": int(len(cache.pair_users)), "users": int(len(cache.users)),
+                      "pairs": len(cache.exact), "users": int(len(cache.users)),
                       "scorer": cache.scorer, "labelled_rows": len(rows),
                       **coverage_by_level(cache, log_users[in_t], log_items[in_t])})
         parts[periods.is_test(interval)].append(rows)
@@ -168,15 +168,16 @@ def coverage_summary(facts: list[dict], test: RankerRows) -> dict:
         "coverage_with_fallback": None if by_level["miss"] is None else 1 - by_level["miss"],
         "coverage_by_level": by_level,
         "miss_by_cause": causes,
-        "coverage_labelled": _share(int((test.fallback_level == EXACT).sum()), n),
-        "coverage_with_fallback_labelled": _share(int((test.fallback_level != MISS).sum()), n),
+        "coverage_labelled": _share(int((test.fallback_level == Level.EXACT).sum()), n),
+        "coverage_with_fallback_labelled": _share(int((test.fallback_level != Level.MISS).sum()),
+                                                  n),
         "logged_rows": rows,
     }
 
 
 def staleness(test: RankerRows, interval_starts_us: np.ndarray) -> dict:
     """Age (minutes) of the served embedding at request time: p50/p99 over hits."""
-    hit = test.fallback_level != MISS
+    hit = test.fallback_level != Level.MISS
     age = (test.ts_us[hit] - interval_starts_us[test.interval[hit]]) / 6e7
     if not len(age):
         return {"staleness_p50_min": None, "staleness_p99_min": None}
@@ -196,12 +197,13 @@ def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
         scores[variant] = trained[variant].predict(test)
     results = {name: _metrics(test.labels, z) for name, z in scores.items()}
     on_level = {}
-    for code, name in ((EXACT, "exact"), (CLUSTER, "cluster"), (ITEM, "item")):
-        rows = test.fallback_level == code
-        on_level[name] = {v: _metrics(test.labels[rows], z[rows]) for v, z in scores.items()}
-    guard = paired_auc_delta(test.labels[test.fallback_level == EXACT],
-                             scores["solaris"][test.fallback_level == EXACT],
-                             scores["solaris_fallback"][test.fallback_level == EXACT])
+    for level in (Level.EXACT, Level.CLUSTER, Level.ITEM):
+        rows = test.fallback_level == level
+        on_level[level.name.lower()] = {v: _metrics(test.labels[rows], z[rows])
+                                        for v, z in scores.items()}
+    exact = test.fallback_level == Level.EXACT
+    guard = paired_auc_delta(test.labels[exact], scores["solaris"][exact],
+                             scores["solaris_fallback"][exact])
     return {"variants": results, "exact_hit_rows": on_level["exact"],
             "cluster_rows": on_level["cluster"], "item_rows": on_level["item"],
             "exact_hit_auc_delta": guard,
@@ -239,7 +241,10 @@ def run_experiment(spark, logs_root: str, config: TransferConfig,
     """The whole experiment on the logs under ``logs_root``; returns the report dict.
 
     ``rows_dir``: where the collected ranker rows are saved; ``reuse_rows``: load them from
-    there instead of training the FM and rebuilding the caches (same logs and config only)."""
+    there instead of training the FM and rebuilding the caches (same logs and config only).
+    The replayed pipeline's tables live in a temporary folder, removed afterwards."""
+    import tempfile
+
     import torch
 
     from solaris_lib.logs.reader import read_window
@@ -255,7 +260,9 @@ def run_experiment(spark, logs_root: str, config: TransferConfig,
         table = read_window(logs_root, Interval(first, end)).table
         examples = build_examples(table)
         fm = train_foundation(examples, periods.split, config)
-        collected = collect_rows(spark, logs_root, table, examples, fm, periods, config)
+        with tempfile.TemporaryDirectory(prefix="solaris-report-") as work_root:
+            collected = collect_rows(spark, logs_root, table, examples, fm, periods, config,
+                                     work_root)
         fm_version = fm.version
         if rows_dir:
             save_collected(collected, fm_version, rows_dir)

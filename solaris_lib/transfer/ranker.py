@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solaris_lib.fallback import Level
 from solaris_lib.model import metrics
-from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS
 from solaris_lib.transfer.config import RankerConfig
 from solaris_lib.transfer.features import RankerRows
 
@@ -36,10 +36,10 @@ def dense_inputs(rows: RankerRows, variant: str) -> np.ndarray:
     base = [np.log1p(rows.activity), np.log1p(rows.popularity)]
     cols = [np.stack(base, axis=1).astype(np.float32)]
     if variant == "solaris":
-        cols += [rows.exact_emb, (rows.exact_level == EXACT).astype(np.float32)[:, None]]
+        cols += [rows.exact_emb, (rows.exact_level == Level.EXACT).astype(np.float32)[:, None]]
     elif variant == "solaris_fallback":
-        onehot = np.stack([rows.fallback_level == lv for lv in (EXACT, CLUSTER, ITEM, MISS)],
-                          axis=1)
+        onehot = np.stack([rows.fallback_level == lv for lv in (Level.EXACT, Level.CLUSTER,
+                                                                Level.ITEM, Level.MISS)], axis=1)
         cols += [rows.fallback_emb, onehot.astype(np.float32)]
     elif variant not in ("plain", "distilled"):
         raise ValueError(f"unknown ranker variant {variant!r}")

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from solaris_lib.cache.format import RETAINED_TTL_S, Level, unpack_item_clusters, unpack_item_priors
+from solaris_lib.cache.format import RETAINED_TTL_S, unpack_item_clusters, unpack_item_priors
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
+from solaris_lib.fallback import Level
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder
 from tests.budgets import TEST_TIMEOUT_MS

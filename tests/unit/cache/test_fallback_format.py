@@ -1,5 +1,5 @@
 """Exact bytes of the hierarchical fallback level (docs/cache-format.md): the item -> cluster
-chunks, the cluster hash the writer sends, the manifest fields, the client's merge."""
+chunks, the cluster hash the writer sends, the manifest fields, the client's levels."""
 
 import hiredis
 import numpy as np
@@ -9,7 +9,6 @@ from solaris_lib.cache import pairs
 from solaris_lib.cache.errors import CacheFormatError
 from solaris_lib.cache.format import (
     Codec,
-    Level,
     Manifest,
     item_clusters_key,
     item_priors_key,
@@ -19,7 +18,8 @@ from solaris_lib.cache.format import (
     unpack_item_priors,
     version_id,
 )
-from solaris_lib.client._clusters import ItemClusters, ItemPriors, merge_clusters
+from solaris_lib.client._clusters import ItemPriors, fallback_levels
+from solaris_lib.fallback import ItemClusters, Level
 
 VERSION = "20260105T100000Z-f7cd540c01"
 
@@ -128,10 +128,12 @@ def test_merge_fills_exact_misses_from_their_cluster():
     clusters = np.array([0, 0, 1, -1, 2])
     distinct = np.array([0, 1, 2])
     values = [b"\x00\x40\x00\x40", None, b"\x00"]  # c0 = [2, 2]; c1 absent; c2 malformed
-    level, rows, corrupt = merge_clusters(codec, embeddings, hit, clusters, distinct, values)
+    level, rows, item_rows, corrupt = fallback_levels(codec, embeddings, hit, np.arange(5),
+                                                      (clusters, distinct, values))
     assert level.tolist() == [Level.EXACT, Level.CLUSTER, Level.MISS, Level.MISS, Level.MISS]
     assert embeddings.tolist() == [[1, 1], [2, 2], [9, 9], [9, 9], [9, 9]]
-    assert (rows, corrupt) == (1, 1) and hit.tolist() == [True, False, False, False, False]
+    assert (rows, item_rows, corrupt) == (1, 0, 1)
+    assert hit.tolist() == [True, False, False, False, False]
 
 
 # -- the ITEM level: item priors ----------------------------------------------------------------
@@ -201,12 +203,19 @@ def test_level_codes_are_pinned():
 
 
 def test_priors_fill_only_rows_still_missing():
+    codec = Codec("fp16", 2)
     priors = ItemPriors(np.array([5, 9], np.int64), np.array([[1, 1], [2, 2]], np.float32))
-    items = np.array([9, 5, 7, 5])
-    embeddings = np.array([[7, 7], [8, 8], [0, 0], [0, 0]], np.float32)
-    level = np.array([Level.EXACT, Level.CLUSTER, Level.MISS, Level.MISS], np.int8)
-    assert priors.fill(items, embeddings, level) == 1
+    items = np.array([9, 5, 7, 5])  # 9 and 5 have priors, 7 has none
+    exact = [b"\x00\x47\x00\x47", None, None, None]  # [7, 7], then three misses
+    embeddings, hit, _ = codec.decode(exact, np.zeros(2, np.float32))
+    clusters, distinct = np.array([0, 0, -1, 1]), np.array([0, 1])
+    values = [b"\x00\x48\x00\x48", None]  # c0 = [8, 8]; c1 absent
+    level, cluster_rows, item_rows, corrupt = fallback_levels(
+        codec, embeddings, hit, items, (clusters, distinct, values), priors)
     assert level.tolist() == [Level.EXACT, Level.CLUSTER, Level.MISS, Level.ITEM]
     assert embeddings.tolist() == [[7, 7], [8, 8], [0, 0], [1, 1]]
+    assert (cluster_rows, item_rows, corrupt) == (1, 1, 0)
     empty = ItemPriors(np.zeros(0, np.int64), np.zeros((0, 2), np.float32))
-    assert empty.fill(items, embeddings, np.zeros(4, np.int8)) == 0
+    level, _, item_rows, _ = fallback_levels(codec, np.zeros((4, 2), np.float32),
+                                             np.zeros(4, bool), items, priors=empty)
+    assert level.tolist() == [Level.MISS] * 4 and item_rows == 0

@@ -8,7 +8,6 @@ import pytest
 from solaris_lib.cache.errors import CacheConfigError, CacheFormatError
 from solaris_lib.cache.format import (
     Codec,
-    Level,
     Manifest,
     alias_key,
     bucket_key,
@@ -21,6 +20,7 @@ from solaris_lib.cache.format import (
     user_key_head,
     version_id,
 )
+from solaris_lib.fallback import Level
 
 VERSION = "20260105T100000Z-f7cd540c01"
 

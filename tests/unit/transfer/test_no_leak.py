@@ -1,13 +1,14 @@
 """Training never sees an embedding that serving would not have had.
 
-A constructed interval: some logged pairs are in the cache (precomputed by the previous run),
-others are not. The ranker's feature matrix must carry an embedding and hit=1 exactly for the
-precomputed pairs, zeros and hit=0 for the others, and each embedding must equal the FM's output
-for the user's history strictly before the interval start (fp16-rounded, as the cache stores
-it), even though the user keeps clicking inside the interval. With the fallback, a speculated
-user's other live items get the cluster level, an unspeculated user's live items the ITEM level
-(the item's prior: the FM with an empty history, whatever the user did), and items without a
-cluster stay misses.
+A constructed interval and its served cache: some logged pairs were precomputed (their tables
+hold the FM's output for the user's history strictly before the interval start, fp16 as
+published), others were not. The ranker's feature matrix must carry an embedding and hit=1
+exactly for the precomputed pairs, zeros and hit=0 for the others, and each embedding must be
+the served one, even though the user keeps clicking inside the interval. With the fallback, a
+speculated user's other live items get the cluster level, an unspeculated user's live items the
+ITEM level (the item's prior: the FM with an empty history), and items without a cluster stay
+misses. (That the served tables themselves read nothing at or after the start is checked on the
+replayed pipeline: tests/integration/transfer/test_replay.py.)
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from solaris_lib.fallback import ItemClusters, Level  # noqa: E402
 from solaris_lib.intervals import Interval  # noqa: E402
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA  # noqa: E402
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.examples import build_examples  # noqa: E402
 from solaris_lib.model.network import FoundationNet  # noqa: E402
 from solaris_lib.model.online import FoundationEmbedder, History  # noqa: E402
-from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS, ServedCache  # noqa: E402
 from solaris_lib.transfer.config import TransferConfig  # noqa: E402
-from solaris_lib.transfer.fallback import ItemClusters  # noqa: E402
 from solaris_lib.transfer.features import interval_rows  # noqa: E402
 from solaris_lib.transfer.ranker import dense_inputs  # noqa: E402
+from solaris_lib.transfer.replay import KeyedValues, ServedCache  # noqa: E402
+
+EXACT, CLUSTER, ITEM, MISS = Level.EXACT, Level.CLUSTER, Level.ITEM, Level.MISS
 
 START = datetime(2026, 1, 6, 12, tzinfo=UTC)
 INTERVAL = Interval(START, START + timedelta(hours=6))
@@ -67,14 +70,33 @@ def setup():
     cu = np.array([u for u, _ in chosen], np.int64)
     ci = np.array([i for _, i in chosen], np.int64)
     items = np.arange(100, 128, dtype=np.int64)  # 128 and 129 are unknown to the run
-    clusters = ItemClusters(items, (items % 3).astype(np.int32), np.array([102, 100, 101]), 3)
-    cache = ServedCache(INTERVAL, cu, ci, np.unique(cu), clusters, "heuristic")
+    cache = _served(fm, table, cu, ci, items, REPRESENTATIVES)
     logits = np.zeros(examples.pairs)
-    rows = interval_rows(fm, examples, logits, table.column("user_id").to_numpy(),
+    rows = interval_rows(examples, logits, table.column("user_id").to_numpy(),
                          table.column("item_id").to_numpy(),
                          table.column("ts").cast(pa.int64()).to_numpy(), cache, 0,
                          TransferConfig())
     return fm, table, cache, set(chosen), rows
+
+
+REPRESENTATIVES = np.array([102, 100, 101])  # of clusters 0, 1, 2 (cluster = item % 3)
+
+
+def _served(fm, table, users, items, live, reps) -> ServedCache:
+    """The tables a run would have published: the chosen pairs, every (speculated user,
+    cluster) and every live item's prior, each the FM's output as of START in fp16."""
+    exact = np.stack([_fm_before_start(fm, table, int(u), [int(i)])[0]
+                      for u, i in zip(users, items, strict=True)])
+    speculated = np.unique(users)
+    cu = np.repeat(speculated, len(reps))
+    cc = np.tile(np.arange(len(reps)), len(speculated))
+    cluster = np.stack([_fm_before_start(fm, table, int(u), [int(reps[c])])[0]
+                        for u, c in zip(cu, cc, strict=True)])
+    prior = fm.embed_user(History.of([], [], []), live.tolist(), START).astype("<f2")
+    return ServedCache(INTERVAL, KeyedValues.of(users, items, exact.astype("<f2")),
+                       KeyedValues.of(cu, cc, cluster.astype("<f2")),
+                       KeyedValues.of(live, np.zeros(len(live), np.int64), prior),
+                       ItemClusters(live, (live % 3).astype(np.int32)), speculated, "heuristic")
 
 
 def _fm_before_start(fm, table, user, items):
@@ -130,7 +152,7 @@ def test_fallback_levels_and_cluster_embeddings(setup):
     onehot = x[:, 2 + fm.dim:]
     assert onehot.shape[1] == 4 and (onehot.sum(1) == 1).all()
     for k in np.flatnonzero(rows.fallback_level == CLUSTER)[:10]:
-        rep = int(cache.clusters.representatives[int(rows.items[k]) % 3])
+        rep = int(REPRESENTATIVES[int(rows.items[k]) % 3])
         expected = _fm_before_start(fm, table, int(rows.users[k]), [rep])[0]
         np.testing.assert_allclose(rows.fallback_emb[k], expected, rtol=0, atol=2e-3)
     np.testing.assert_array_equal(rows.fallback_emb[precomputed], rows.exact_emb[precomputed])

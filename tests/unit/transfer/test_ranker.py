@@ -7,13 +7,14 @@ import pytest
 
 pytest.importorskip("torch")
 
+from solaris_lib.fallback import Level  # noqa: E402
 from solaris_lib.model import metrics  # noqa: E402
-from solaris_lib.transfer.cache import CLUSTER, EXACT, ITEM, MISS  # noqa: E402
 from solaris_lib.transfer.config import RankerConfig  # noqa: E402
 from solaris_lib.transfer.features import RankerRows  # noqa: E402
 from solaris_lib.transfer.ranker import dense_inputs, targets, train_ranker  # noqa: E402
 
 D = 8
+EXACT, CLUSTER, ITEM, MISS = Level.EXACT, Level.CLUSTER, Level.ITEM, Level.MISS
 
 
 def _rows(n: int, seed: int, hit_share: float = 0.8) -> RankerRows:

@@ -1,17 +1,17 @@
-"""Fallback clusters: deterministic, complete, medoids are members, popularity buckets."""
+"""Item clusters: deterministic, complete, medoids are members, popularity buckets, lookups."""
 
 import numpy as np
 import pytest
 
 pytest.importorskip("faiss")
 
-from solaris_lib.transfer.fallback import (  # noqa: E402
-    NO_CLUSTER,
+from solaris_lib.fallback import NO_CLUSTER  # noqa: E402
+from solaris_lib.fallback.clusters import (  # noqa: E402
     build_item_clusters,
-    cluster_pairs,
     kmeans_clusters,
     popularity_clusters,
 )
+from solaris_lib.fallback.inference import PRIOR_ITEMS_PER_ROW, prior_users  # noqa: E402
 
 
 def _blobs(seed=0, per=20):
@@ -60,22 +60,33 @@ def test_item_clusters_cover_factor_and_new_items_and_lookup():
     ids, x = _blobs()
     seen = np.array([1000, 1001, 5000, 5001, 5002, 5003], np.int64)  # 500x: no factor
     pop = np.array([9, 9, 1, 2, 3, 4])
-    clusters = build_item_clusters(ids, x, seen, pop, k=3, buckets=2, seed=5)
-    assert clusters.factor_clusters == 3
-    assert len(clusters.representatives) == 5
-    got = clusters.lookup(np.array([1000, 5000, 5003, 999999]))
+    clusters, reps = build_item_clusters(ids, x, seen, pop, k=3, buckets=2, seed=5)
+    assert len(reps) == 5
+    np.testing.assert_array_equal(clusters.item_ids, np.union1d(ids, seen))
+    np.testing.assert_array_equal(np.unique(clusters.of(ids)), [0, 1, 2])  # k-means: 0..k-1
+    got = clusters.of(np.array([1000, 5000, 5003, 999999]))
     assert got[0] in range(3) and got[1] == 3 and got[2] == 4 and got[3] == NO_CLUSTER
-    again = build_item_clusters(ids, x, seen, pop, k=3, buckets=2, seed=5)
+    again, again_reps = build_item_clusters(ids, x, seen, pop, k=3, buckets=2, seed=5)
     np.testing.assert_array_equal(clusters.cluster_ids, again.cluster_ids)
-    np.testing.assert_array_equal(clusters.representatives, again.representatives)
+    np.testing.assert_array_equal(reps, again_reps)
     # every representative belongs to its own cluster
-    np.testing.assert_array_equal(clusters.lookup(clusters.representatives),
-                                  np.arange(len(clusters.representatives)))
+    np.testing.assert_array_equal(clusters.of(reps), np.arange(len(reps)))
 
 
-def test_cluster_pairs_is_every_user_with_every_cluster():
+def test_lookup_of_unknown_items_and_an_empty_table():
     ids, x = _blobs()
-    clusters = build_item_clusters(ids, x, ids[:0], np.zeros(0), k=3, buckets=2, seed=5)
-    users, cl = cluster_pairs(np.array([7, 3, 7]), clusters)
-    np.testing.assert_array_equal(users, [3, 3, 3, 7, 7, 7])
-    np.testing.assert_array_equal(cl, [0, 1, 2, 0, 1, 2])
+    clusters, _ = build_item_clusters(ids, x, ids[:0], np.zeros(0), k=3, buckets=2, seed=5)
+    big = np.iinfo(np.int64).max
+    np.testing.assert_array_equal(clusters.of(np.array([-5, 999, big])), [NO_CLUSTER] * 3)
+    found, distinct = clusters.fields(np.array([ids[0], big, ids[-1]]))
+    assert found[1] == NO_CLUSTER and distinct.tolist() == sorted({found[0], found[2]})
+    empty = type(clusters)(np.zeros(0, np.int64), np.zeros(0, np.int32))
+    np.testing.assert_array_equal(empty.of(np.array([1, 2])), [NO_CLUSTER] * 2)
+
+
+def test_prior_users_are_negative_and_hold_a_row_of_items_each():
+    users = prior_users(np.arange(2 * PRIOR_ITEMS_PER_ROW + 3))
+    assert (users < 0).all() and (np.diff(users) >= 0).all()
+    _, counts = np.unique(users, return_counts=True)
+    assert counts.tolist() == [PRIOR_ITEMS_PER_ROW, PRIOR_ITEMS_PER_ROW, 3]
+    assert len(prior_users(np.zeros(0, np.int64))) == 0

@@ -1,0 +1,19 @@
+"""The hierarchical fallback levels: what a lookup serves when the exact pair was not precomputed.
+
+Between the model and the cache in the layer order: the infer job writes the levels' tables,
+the cache publisher stores them, the client serves them and the transfer report measures them.
+
+* :mod:`~solaris_lib.fallback.levels` - :class:`Level` (EXACT > CLUSTER > ITEM > MISS) and
+  :func:`resolve_levels`, the one rule that picks a row's level (the client's and the report's).
+* :mod:`~solaris_lib.fallback.clusters` - :class:`ItemClusters` (item -> cluster) built by
+  k-means over the ALS item factors plus popularity buckets.
+* :mod:`~solaris_lib.fallback.inference` - the interval's cluster, item -> cluster and
+  item-prior tables, by the batch-inference UDF (Spark; imported on its own).
+
+Imports no torch, pyspark or faiss at package level.
+"""
+
+from solaris_lib.fallback.clusters import ItemClusters
+from solaris_lib.fallback.levels import NO_CLUSTER, Level, resolve_levels
+
+__all__ = ["NO_CLUSTER", "ItemClusters", "Level", "resolve_levels"]

@@ -1,0 +1,178 @@
+"""The fallback levels' embeddings of one interval, by the batch-inference UDF (Spark).
+
+Run by ``jobs/infer_embeddings.py`` after the exact embeddings, with the same model version and
+as of the same time (``interval.end``). Writes, each atomically with ``_SUCCESS``, under
+``embeddings/<table>/interval=KEY`` (:mod:`solaris_lib.layout`):
+
+===================== ==========================================================================
+``cluster``           ``user_id`` int64, ``cluster_id`` int32, ``model_version`` string,
+                      ``embedding`` binary (``dim`` little-endian fp16): every speculated user with
+                      every cluster's representative item (the CLUSTER level)
+``item_clusters``     ``item_id`` int64, ``cluster_id`` int32 (:mod:`~solaris_lib.fallback.clusters`)
+``item_prior``        ``item_id`` int64, ``model_version`` string, ``embedding`` binary: every
+                      clustered item with an empty history (the ITEM level)
+===================== ==========================================================================
+
+The cache publisher stores a user's cluster embeddings in the user's cluster hash and the item
+tables in chunk strings (``docs/cache-format.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from solaris_lib.fallback.clusters import ItemClusters, build_item_clusters
+from solaris_lib.layout import (
+    CLUSTER_EMBEDDINGS,
+    EMBEDDINGS,
+    ITEM_CLUSTERS,
+    ITEM_PRIORS,
+    MINED,
+    SPECULATED,
+    DataLayout,
+)
+
+log = logging.getLogger(__name__)
+
+PRIOR_ITEMS_PER_ROW = 256  # items of one pseudo-user row of the prior inference
+
+
+def prior_users(items: np.ndarray) -> np.ndarray:
+    """(n,) ascending negative pseudo-user ids, one per ``PRIOR_ITEMS_PER_ROW`` items: ids that
+    no history has, so the FM embeds each item with an empty history."""
+    rows = np.arange(len(items)) // PRIOR_ITEMS_PER_ROW
+    return (rows - (rows[-1] + 1 if len(rows) else 0)).astype(np.int64)
+
+
+def item_clusters_of(spark, layout: DataLayout, interval, *, k: int, buckets: int,
+                     seed: int) -> tuple[ItemClusters, np.ndarray]:
+    """Clusters (and representatives) from the newest retrieval factors <= ``interval`` and its
+    mined ``item_stats``."""
+    from solaris_lib.speculation.io import read_partition
+    from solaris_lib.speculation.pipeline import load_factors
+
+    _, item_factors = load_factors(spark, layout, interval)
+    if item_factors is not None:
+        f = item_factors.orderBy("item_id").toArrow()
+        f_items = f.column("item_id").to_numpy()
+        vectors = (np.stack(f.column("factor").to_numpy(zero_copy_only=False)) if len(f_items)
+                   else np.zeros((0, 1), np.float32))
+    else:
+        f_items, vectors = np.zeros(0, np.int64), np.zeros((0, 1), np.float32)
+    stats = read_partition(spark, layout.output(MINED, interval, "item_stats"))
+    stats = stats.select("item_id", "popularity").orderBy("item_id").toArrow()
+    return build_item_clusters(f_items, vectors, stats.column("item_id").to_numpy(),
+                               stats.column("popularity").to_numpy(), k=k, buckets=buckets,
+                               seed=seed)
+
+
+def _history(spark, hist_path: str):
+    """The mined user histories with the column names the inference UDF reads."""
+    from pyspark.sql import functions as F
+
+    return spark.read.parquet(hist_path).select(
+        "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
+        F.col("clicked").alias("h_clicked"))
+
+
+def _cluster_embeddings(spark, embed, hist_path: str, users_df, representatives: np.ndarray):
+    """DataFrame (user_id, cluster_id, model_version, embedding): each user of ``users_df``
+    with each cluster's representative item."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.model.inference import OUTPUT_DDL
+
+    reps = [int(r) for r in representatives]
+    rep_df = spark.createDataFrame([(r, c) for c, r in enumerate(reps)],
+                                   "item_id long, cluster_id int")
+    grouped = users_df.select("user_id", F.array(*[F.lit(r) for r in reps]).cast(
+        "array<bigint>").alias("item_ids")).join(_history(spark, hist_path), "user_id", "left")
+    out = grouped.mapInArrow(embed, OUTPUT_DDL).filter(F.col("finite"))
+    return out.join(F.broadcast(rep_df), "item_id").select(
+        "user_id", "cluster_id", "model_version", "embedding")
+
+
+def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
+    """DataFrame (item_id, model_version, embedding): pseudo-users without a history row (the
+    left join gives them the empty history) with every item."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.model.inference import OUTPUT_DDL
+
+    users = prior_users(items)
+    cuts = np.flatnonzero(np.diff(users)) + 1
+    rows = [(int(part_users[0]), part_items.tolist())
+            for part_users, part_items in zip(np.split(users, cuts), np.split(items, cuts),
+                                              strict=True) if len(part_users)]
+    pseudo = spark.createDataFrame(rows, "user_id long, item_ids array<bigint>")
+    grouped = pseudo.join(_history(spark, hist_path), "user_id", "left")
+    out = grouped.mapInArrow(embed, OUTPUT_DDL).filter(F.col("finite"))
+    return out.select("item_id", "model_version", "embedding")
+
+
+def infer_cluster_embeddings(spark, settings, interval, model_version: str | None = None, *,
+                             k: int = 32, buckets: int = 4, seed: int = 7,
+                             batch_users: int = 256, threads: int = 1,
+                             priors: bool = True) -> dict:
+    """Write the interval's ``item_clusters``, ``cluster`` and (with ``priors``) ``item_prior``
+    tables with ``model_version`` (None: the serving version), as of ``interval.end``.
+
+    Inputs (complete partitions of ``interval``): ``speculated`` (the users to cover),
+    ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors <= it.
+    Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``item_priors``,
+    ``model_version``.
+    """
+    from solaris_lib.model import artefact
+    from solaris_lib.model.inference import EmbedBatches
+    from solaris_lib.model.train import MODEL_NAME
+    from solaris_lib.speculation.io import read_partition, write_partition
+
+    layout = DataLayout.from_settings(settings)
+    users_df = read_partition(spark, layout.output(SPECULATED, interval)).select(
+        "user_id").distinct().orderBy("user_id")
+    hist_path = layout.output(MINED, interval, "user_history")
+    read_partition(spark, hist_path)  # fails clearly when missing
+    clusters, representatives = item_clusters_of(spark, layout, interval, k=k, buckets=buckets,
+                                                 seed=seed)
+    items_df = spark.createDataFrame(
+        [(int(i), int(c)) for i, c in zip(clusters.item_ids, clusters.cluster_ids, strict=True)],
+        "item_id long, cluster_id int")
+    n_items = write_partition(items_df, layout.output(EMBEDDINGS, interval, ITEM_CLUSTERS),
+                              ["item_id"])
+    folder, version = artefact.resolve(layout.model(MODEL_NAME), model_version)
+    embed = EmbedBatches(folder, version, int(interval.end.timestamp() * 1_000_000),
+                         batch_users, threads)
+    out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives)
+    rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
+                           ["user_id", "cluster_id"])
+    n_priors = 0
+    if priors:
+        prior = _prior_embeddings(spark, embed, hist_path, clusters.item_ids)
+        n_priors = write_partition(prior, layout.output(EMBEDDINGS, interval, ITEM_PRIORS),
+                                   ["item_id"])
+    report = {"users": int(users_df.count()), "clusters": len(representatives),
+              "items": n_items, "rows_written": rows, "item_priors": n_priors,
+              "model_version": version}
+    log.info("cluster embeddings of %s: %s", interval.key, report)
+    return report
+
+
+def embed_fallback_level(spark, settings, interval, model_version: str) -> dict | None:
+    """The fallback levels' tables of ``interval`` with ``model_version``, ``k`` =
+    ``settings.fallback_clusters`` (0: none, returns None).
+
+    The levels are optional: without the mined item statistics they need (the job run on its
+    own, outside the pipeline) they are skipped with a warning and the exact embeddings stand
+    alone."""
+    if settings.fallback_clusters == 0:
+        return None
+    from solaris_lib.storage import is_complete
+
+    stats = DataLayout.from_settings(settings).output(MINED, interval, "item_stats")
+    if not is_complete(stats):
+        log.warning("hierarchical fallback skipped: no complete %s", stats)
+        return {"skipped": f"no complete {stats}"}
+    return infer_cluster_embeddings(spark, settings, interval, model_version,
+                                    k=settings.fallback_clusters)
