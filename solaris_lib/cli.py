@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "solaris_lib.simulate.commands",
     "solaris_lib.logs.commands",
     "solaris_lib.cache.commands",
+    "solaris_lib.client.commands",
     "solaris_lib.model.commands",
     "solaris_lib.speculation.commands",
     "solaris_lib.transfer.commands",

@@ -1,9 +1,9 @@
-"""``solaris publish-cache``, ``solaris cache-info`` and ``solaris cache-lookup``.
+"""``solaris publish-cache`` and ``solaris cache-info`` (``cache-lookup`` is the client's:
+:mod:`solaris_lib.client.commands`).
 
 ``publish-cache`` runs the same code as ``jobs/publish_cache.py`` (spark-submit) in a local
-Spark session; ``cache-info`` shows what is served and how much memory each master has;
-``cache-lookup`` reads one user's items through the online client. Output goes to stdout
-(JSON with ``--json``), progress to stderr.
+Spark session; ``cache-info`` shows what is served and how much memory each master has. Output
+goes to stdout (JSON with ``--json``), progress to stderr.
 """
 
 from __future__ import annotations
@@ -58,11 +58,6 @@ def register(subparsers) -> None:
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=_info)
 
-    look = subparsers.add_parser("cache-lookup", help="look up one user's items (debugging)")
-    look.add_argument("user", type=int)
-    look.add_argument("items", type=int, nargs="+")
-    look.set_defaults(handler=_lookup)
-
 
 def _publish(args) -> int:
     from solaris_lib.cache.publish import publish
@@ -97,20 +92,6 @@ def _info(args) -> int:
     }
     _write(summary if args.json else _lines(summary))
     return 0
-
-
-def _lookup(args) -> int:
-    from solaris_lib.client import SolarisClient
-    from solaris_lib.config import load_settings
-
-    settings = load_settings()
-    with SolarisClient.from_url(settings.redis_url, key_prefix=settings.redis_key_prefix,
-                                timeout_ms=1000, miss_sample_rate=0.0) as client:
-        result = client.lookup(args.user, args.items)
-    _write({"version": result.version, "model_version": result.model_version,
-            "error": result.error, "hit": result.hit.tolist(),
-            "embeddings": [row[:4].round(4).tolist() + ["..."] for row in result.embeddings]})
-    return 0 if result.error is None else 5
 
 
 def _lines(summary: dict) -> str:
