@@ -159,12 +159,10 @@ def coverage_curve(ranked, logs, known_users, budgets: list[int]) -> list[dict]:
 
 def plot_coverage_curves(curves: dict[str, list[dict]], path: str, title: str) -> str:
     """PNG of coverage (known users, request-weighted) against the per-user budget."""
-    import matplotlib
+    from matplotlib.figure import Figure  # the object API: the caller's backend is untouched
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    fig = Figure(figsize=(6.4, 4.2), dpi=110)
+    ax = fig.subplots()
     for name, points in curves.items():
         xs = [p["budget"] for p in points if p["coverage"] is not None]
         ys = [p["coverage"] for p in points if p["coverage"] is not None]
@@ -177,7 +175,6 @@ def plot_coverage_curves(curves: dict[str, list[dict]], path: str, title: str) -
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 

@@ -84,12 +84,10 @@ def _guard_line(guard: dict | None) -> str:
 
 def plot(report: dict, out: str) -> str:
     """Bars of log-loss and AUC per variant and the coverage by level (PNG)."""
-    import matplotlib
+    from matplotlib.figure import Figure  # the object API: the caller's backend is untouched
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=110)
+    fig = Figure(figsize=(13, 4), dpi=110)
+    axes = fig.subplots(1, 3)
     names = list(ORDER)
     for ax, key in zip(axes[:2], ("logloss", "auc"), strict=True):
         values = [report[key][n] if report[key][n] is not None else 0.0 for n in names]
@@ -112,7 +110,6 @@ def plot(report: dict, out: str) -> str:
     axes[2].set_title("coverage by level", fontsize=9)
     fig.tight_layout()
     fig.savefig(out)
-    plt.close(fig)
     return out
 
 
