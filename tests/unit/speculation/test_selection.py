@@ -73,22 +73,28 @@ def _masks(n, **kept):
     return {name: np.isin(np.arange(n), idx) for name, idx in kept.items()}
 
 
-def test_the_best_single_source_stays_unless_a_model_covers_clearly_more():
+def test_popularity_stays_unless_a_ranking_covers_clearly_more():
     rows = np.ones(400)
     # popular covers 100 rows; learned 110: 60 rows of its own against 50 of popular's alone
-    # (10 more, noise 2 sqrt(110) = 21): popular stays
-    masks = _masks(400, popular=np.arange(100), faiss=np.arange(300, 380),
+    # (10 more, noise 2 sqrt(110) = 21); faiss 104 with 84 of its own against 80: both stay out
+    masks = _masks(400, popular=np.arange(100), faiss=np.r_[np.arange(20), np.arange(300, 384)],
                    learned=np.r_[np.arange(50, 100), np.arange(100, 160)])
     kept, coverage, margins = choose(rows, masks, 400.0)
     assert kept == "popular"
-    assert coverage == {"learned": 110 / 400, "popular": 0.25, "faiss": 0.2}
+    assert coverage == {"learned": 110 / 400, "popular": 0.25, "faiss": 104 / 400}
     assert margins["learned"] == pytest.approx(10 / (2 * np.sqrt(110)))
+    assert margins["faiss"] == pytest.approx(4 / (2 * np.sqrt(164)))
     # learned 160: 110 of its own against 50 (60 more, noise 2 sqrt(160) = 25): learned
     masks["learned"] = np.isin(np.arange(400), np.r_[np.arange(50, 100), np.arange(100, 210)])
     assert choose(rows, masks, 400.0)[0] == "learned"
+    # faiss 200, clear of popular too and above learned: faiss
+    masks["faiss"] = np.isin(np.arange(400), np.arange(200, 400))
+    assert choose(rows, masks, 400.0)[0] == "faiss"
 
 
-def test_ties_among_single_sources_go_to_the_earlier_ranking():
+def test_without_popularity_the_best_single_source_is_the_default():
     rows = np.ones(10)
-    masks = _masks(10, faiss=np.arange(5), repeat=np.arange(5, 10))
-    assert choose(rows, masks, 10.0)[0] == "repeat"
+    masks = _masks(10, faiss=np.arange(5), repeat=np.arange(5, 10), learned=np.arange(6))
+    kept, _, margins = choose(rows, masks, 10.0)
+    assert kept == "repeat"  # the tie goes to the earlier ranking; learned's one row is noise
+    assert set(margins) == {"faiss", "learned"}
