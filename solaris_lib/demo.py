@@ -23,6 +23,7 @@ from solaris_lib.cli import configure_logging
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout, join
+from solaris_lib.progress import Progress, step, track
 from solaris_lib.simulate.config import WorldConfig
 
 log = logging.getLogger("solaris.demo")
@@ -97,13 +98,14 @@ def run_dag(services, dag_id: str, run_after: datetime) -> None:
 
 def train(services, run_after: datetime) -> None:
     banner("2. training DAGs: retrieval factors (ALS) and the foundation model")
-    run_dag(services, "solaris_train_retrieval", run_after)
-    run_dag(services, "solaris_train_foundation", run_after)
+    for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
+        with step(dag_id):
+            run_dag(services, dag_id, run_after)
 
 
 def precompute(services, intervals: list[Interval]) -> None:
     banner(f"3. precompute DAG for {len(intervals)} consecutive hourly intervals")
-    for interval in intervals:
+    for interval in track(intervals, "solaris_precompute", unit="interval"):
         run_dag(services, "solaris_precompute", interval.end)
 
 
@@ -233,10 +235,18 @@ def main() -> int:
     started = time.perf_counter()
     for key, value in DEMO_SETTINGS.items():
         os.environ.setdefault(key, value)
+    # the simulated days and the ground truth, validation, two training and the precompute
+    # DAG runs, the table, the live lookup and plot, the transfer report
+    with Progress("demo", total=DEMO_WORLD.days + 1 + 1 + 2 + DEMO_INTERVALS + 2 + 1):
+        return _demo(started)
+
+
+def _demo(started: float) -> int:
     settings = load_settings()
     layout = DataLayout.from_settings(settings)
     simulate(layout, DEMO_WORLD)
-    validate(layout)
+    with step("validate the logs"):
+        validate(layout)
     fresh_namespace(settings)
     last_day = DEMO_WORLD.start + timedelta(days=DEMO_WORLD.days - 1)
     first = Interval(last_day + timedelta(hours=FIRST_HOUR - 1), last_day + timedelta(hours=FIRST_HOUR))
@@ -250,14 +260,18 @@ def main() -> int:
 
     spark = get_spark("solaris-demo-report", master="local[2]")
     try:
-        print_table(interval_rows(spark, layout, intervals))
-        live_lookup(spark, settings, intervals[-1])
-        png = coverage_plot(spark, layout, intervals[-2], join(settings.data_root, "coverage.png"))
+        with step("per-interval table"):
+            print_table(interval_rows(spark, layout, intervals))
+        with step("live lookup and coverage plot"):
+            live_lookup(spark, settings, intervals[-1])
+            png = coverage_plot(spark, layout, intervals[-2],
+                                join(settings.data_root, "coverage.png"))
         if png:
             print(f"\ncoverage plot: {png}")
     finally:
         spark.stop()
-    transfer_report(settings)
+    with step("transfer report"):
+        transfer_report(settings)
     print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}; "
           f"Airflow logs under {services.home}/logs")
     return 0

@@ -21,6 +21,9 @@ DEFAULT_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.ui.showConsoleProgress": "false",
+    # PySpark's daemon, quiet about workers whose task ended before reading all their output
+    # (solaris_lib/sparkdaemon.py): no BrokenPipeError tracebacks on stderr in a successful run
+    "spark.python.daemon.module": "solaris_lib.sparkdaemon",
 }
 LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "8",

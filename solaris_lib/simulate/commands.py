@@ -65,11 +65,14 @@ def _world_config(args):
 
 
 def _simulate(args) -> int:
+    from solaris_lib.progress import Progress
     from solaris_lib.simulate.world import Simulator
 
     if args.shape is not None:
         return _simulate_shape(args)
-    result = Simulator(_world_config(args)).run(args.out, overwrite=args.overwrite)
+    config = _world_config(args)
+    with Progress("simulate", total=config.days + 1):  # the days, then the ground truth
+        result = Simulator(config).run(args.out, overwrite=args.overwrite)
     line = {
         "out": result.out, "rows": result.rows, "requests": result.requests,
         "files": result.files, "seconds": round(result.seconds, 2),

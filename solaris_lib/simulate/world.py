@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from solaris_lib.errors import ConfigError
 from solaris_lib.logs.schema import WITH_EVAL_SCHEMA, hour_partition
+from solaris_lib.progress import step
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.simulate.entities import (
     Items,
@@ -74,19 +75,19 @@ class Simulator:
         root = _prepare_out(Path(out), overwrite)
         started, rows, requests, files = time.perf_counter(), 0, 0, 0
         for day in range(self.cfg.days):
-            day_rows = 0
-            for hour, table in self.day(day):
-                target = root / hour_partition(hour) / "part-00000.parquet"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                pq.write_table(table, target, compression="zstd")
-                day_rows += table.num_rows
-                requests += table.num_rows // self.cfg.candidates_per_request
-                files += 1
-            rows += day_rows
-            elapsed = time.perf_counter() - started
-            log.info("day %d/%d: %s rows (total %s, %.0f rows/s)", day + 1, self.cfg.days,
-                     f"{day_rows:,}", f"{rows:,}", rows / max(elapsed, 1e-9))
-        self._write_ground_truth(root)
+            with step(f"day {day + 1}/{self.cfg.days}") as done:
+                day_rows = 0
+                for hour, table in self.day(day):
+                    target = root / hour_partition(hour) / "part-00000.parquet"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    pq.write_table(table, target, compression="zstd")
+                    day_rows += table.num_rows
+                    requests += table.num_rows // self.cfg.candidates_per_request
+                    files += 1
+                rows += day_rows
+                done.count(day_rows, "rows")
+        with step("ground truth"):
+            self._write_ground_truth(root)
         return SimulationResult(str(root), rows, requests, files, time.perf_counter() - started)
 
     def day(self, day: int):

@@ -51,8 +51,9 @@ def _evaluate(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.errors import ConfigError, LogContractError
     from solaris_lib.intervals import parse_duration, parse_timestamp
+    from solaris_lib.progress import Progress
     from solaris_lib.sparkutil import get_spark
-    from solaris_lib.speculation.evaluate import EvalRequest, evaluate_speculation
+    from solaris_lib.speculation.evaluate import EVAL_STAGES, EvalRequest, evaluate_speculation
     from solaris_lib.speculation.jobargs import als_overrides, live_overrides
     from solaris_lib.storage import exists
 
@@ -70,7 +71,8 @@ def _evaluate(args) -> int:
         sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)
-    report = evaluate_speculation(spark, request)
+    with Progress("speculation-eval", total=EVAL_STAGES):
+        report = evaluate_speculation(spark, request)
     if args.json:
         print(json.dumps(report, default=str))
     else:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from solaris_lib.errors import ConfigError
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.progress import step
 from solaris_lib.sparkutil import collect_garbage
 from solaris_lib.speculation.config import (
     SOURCES,
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 _MIN_TRAIN_HISTORY = timedelta(hours=1)
 ALLOCATIONS = ("per-user", "global")
 GLOBAL_USER_CAP = 4  # with --allocation global, one user keeps at most this x the budget
+EVAL_STAGES = 7  # the progress steps of one evaluation (solaris_lib.progress)
 
 
 @dataclass(frozen=True)
@@ -190,11 +192,16 @@ def _evaluate(spark, request: EvalRequest, history, future, started: float) -> d
 
     mine_cfg = MineConfig(lookback=request.lookback)
     retrieval_cfg = request.retrieval()
-    if history.limit(1).count() == 0:
+    with step("read the history") as done:
+        rows = history.count()  # the window is cached: this reads it once
+        done.count(rows, "rows")
+    if rows == 0:
         return _empty_report(request, "no history before the cutoff: nothing to speculate from")
-    factors = (train_factors(history, request.cutoff, retrieval_cfg)
-               if request.speculate().uses_factors() else (None, None))
-    mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, factors)
+    with step("retrieval factors"):
+        factors = (train_factors(history, request.cutoff, retrieval_cfg)
+                   if request.speculate().uses_factors() else (None, None))
+    with step("mine the history"):
+        mined = mined_in_memory(spark, history, request.cutoff, mine_cfg, factors)
     try:
         return _evaluate_mined(spark, request, (history, future), mined, (mine_cfg, retrieval_cfg),
                                started)
@@ -211,22 +218,26 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
     history, future = windows
     budget = _budget(request, future, mined.user_stats)
     config = _speculate_config(request, budget, mined.user_stats)
-    train_on = None if request.scorer == "heuristic" else train_inputs(
-        spark, request, history, *configs)
+    with step("scorer's training split"):
+        train_on = None if request.scorer == "heuristic" else train_inputs(
+            spark, request, history, *configs)
     try:
-        result = speculate_frames(spark, mined, config, train_on=train_on, dump=request.dump)
-        if request.dump:
-            _dump_future(future, mined.user_stats, config, request.dump)
-        ranked = result.ranked.cache()
-        ranked.count()
+        with step("speculate") as done:
+            result = speculate_frames(spark, mined, config, train_on=train_on, dump=request.dump)
+            if request.dump:
+                _dump_future(future, mined.user_stats, config, request.dump)
+            ranked = result.ranked.cache()
+            done.count(ranked.count(), "pairs")
     finally:
         if train_on is not None:
             train_on[0].release(factors=True)
     try:
-        report = coverage_metrics(ranked, future, mined.user_stats)
-        budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
-        curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
-        baselines = _baselines(result, future, budgets, curves, report["future_rows_known"])
+        with step("coverage"):
+            report = coverage_metrics(ranked, future, mined.user_stats)
+            budgets = sorted({max(1, round(budget * f)) for f in (0.125, 0.25, 0.5, 0.75, 1.0)})
+            curves = {"solaris": coverage_curve(ranked, future, mined.user_stats, budgets)}
+        with step("baselines"):
+            baselines = _baselines(result, future, budgets, curves, report["future_rows_known"])
         report.update({
             "budget_per_user": budget, "allocation": request.allocation,
             "global_budget": config.global_budget, "faiss_k": config.faiss_count(),
