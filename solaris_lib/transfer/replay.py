@@ -30,7 +30,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -100,9 +99,10 @@ class KeyedValues:
 class ServedCache:
     """The cache that served ``interval``: the tables of the run for the previous interval.
 
-    ``exact`` keyed by (user, item); ``cluster`` by (user, cluster id) and ``priors`` by
-    (item, 0), with ``clusters`` the item -> cluster table (all three None without the fallback
-    levels); ``users`` (sorted) the users of the exact table (the speculated users).
+    ``exact`` keyed by (user, item); ``cluster`` by (user, cluster id), with ``clusters`` the
+    item -> cluster table (both None without the cluster level); ``priors`` by (item, 0) (None
+    without the ITEM level); ``users`` (sorted) the users of the exact table (the speculated
+    users). Every embedding is as of ``interval.start``.
     """
 
     interval: Interval
@@ -112,10 +112,6 @@ class ServedCache:
     clusters: ItemClusters | None
     users: np.ndarray
     scorer: str
-
-    @property
-    def asof(self) -> datetime:
-        return self.interval.start
 
     def levels(self, users: np.ndarray, items: np.ndarray, fallback: bool = True) -> np.ndarray:
         """(n,) int8 :class:`Level` of each looked-up (user, item) row; ``fallback`` False
