@@ -71,11 +71,15 @@ class RedisServer:
     args: tuple[str, ...] = ()
     workdir: Path | None = None
     config_file: Path | None = None  # e.g. infra/redis.conf; its settings win over the defaults
+    password: str | None = None  # the default user's (--requirepass among ``args``)
     process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        from urllib.parse import quote
+
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="solaris-redis-"))

@@ -38,6 +38,9 @@ class SparkStandalone:
     memory_per_worker: str = "1g"
     port: int = field(default_factory=free_port)
     webui_port: int = field(default_factory=free_port)
+    # the master's REST submission server (status of drivers in cluster deploy mode, what
+    # Airflow's Spark operator polls); None: off, as Spark's default
+    rest_port: int | None = None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="solaris-spark-")))
     processes: list[subprocess.Popen] = field(default_factory=list)
 
@@ -55,6 +58,8 @@ class SparkStandalone:
             "SPARK_WORKER_DIR": str(self.workdir / "work"),
             "PYSPARK_PYTHON": sys.executable,
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            **({"SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=true "
+                f"-Dspark.master.rest.port={self.rest_port}"} if self.rest_port else {}),
         }
 
     def _spawn(self, name: str, *args: str) -> None:

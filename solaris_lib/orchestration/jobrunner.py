@@ -3,10 +3,10 @@
 A job is three functions (:class:`Job`): ``add_arguments`` adds its flags to a parser that
 already has ``--start`` and ``--end`` (the data interval), ``prepare`` turns the parsed flags
 and the settings into a typed request (bad input raises a :class:`ConfigError` here, before
-Spark starts), and ``run`` does the work and returns the report. :func:`run_job` does the rest
+any work), and ``run`` does the work and returns the report. :func:`run_job` does the rest
 the same way for every job: INFO logging to stderr, the SparkSession (``solaris-<name>``,
 master and resources from spark-submit) stopped whatever happens, the settings the submitter
-forwarded checked in the driver's environment (:mod:`solaris_lib.orchestration.sparkconf`), a
+forwarded applied to the driver's environment (:func:`apply_forwarded_settings`), a
 :class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
 line on stdout and written to ``<data root>/reports/<job>/interval=KEY/report.json``, where the
 DAG's task reads it whatever machine the driver ran on (cluster deploy mode).
@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +70,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
     args = job.parser().parse_args(argv)
     configure_logging()
     try:
-        settings = load_settings()
-        request = job.prepare(args, settings)
-        report = _run(job, settings, request)
+        settings, report = _run(job, args)
         payload = report.as_dict() if hasattr(report, "as_dict") else report
         text = json.dumps(payload, default=str)
         write_report(settings, job.name, Interval.parse(args.start, args.end), text)
@@ -114,30 +112,44 @@ def read_report(settings: SolarisSettings, job_name: str, interval: Interval) ->
         return json.loads(handle.read())
 
 
-def _run(job: Job, settings: SolarisSettings, request: Any) -> Any:
+def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
+    """The settings and the report. A Spark job starts its session first: the settings the
+    submitter forwarded as properties apply to the driver before the settings are read."""
     if not job.spark:
-        return job.run(None, settings, request)
+        settings = load_settings()
+        return settings, job.run(None, settings, job.prepare(args, settings))
     from solaris_lib.sparkutil import get_spark
 
     spark = get_spark(f"solaris-{job.name}")
     try:
-        check_forwarded_settings(spark.sparkContext.getConf())
-        return job.run(spark, settings, request)
+        apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
+        settings = load_settings()
+        return settings, job.run(spark, settings, job.prepare(args, settings))
     finally:
         spark.stop()
 
 
-def check_forwarded_settings(conf) -> None:
-    """Refuse to run when the driver lacks a setting the submitter listed: a cluster-mode
-    driver would otherwise fall back to the defaults (a local data root, a loopback Redis)."""
+def apply_forwarded_settings(conf: dict[str, str],
+                             environ: MutableMapping[str, str] | None = None) -> None:
+    """The driver's side of :mod:`solaris_lib.orchestration.sparkconf`: a ``SOLARIS_*``
+    setting the submitter forwarded (``spark.executorEnv.NAME``) and the driver's environment
+    lacks is set from it (client mode, standalone cluster mode; the driver's own environment
+    wins); a setting the submitter listed in ``spark.solaris.settings`` that is still missing
+    (a secret, which is never a property) stops the job before it falls back to a default."""
     from solaris_lib.orchestration.sparkconf import SETTINGS_PROPERTY, missing_settings
 
-    missing = missing_settings(dict(conf.getAll()), os.environ)
+    environ = os.environ if environ is None else environ
+    for key, value in conf.items():
+        name = key.removeprefix("spark.executorEnv.")
+        if name != key and name.startswith("SOLARIS_"):
+            environ.setdefault(name, value)
+    missing = missing_settings(conf, environ)
     if missing:
         raise ConfigError(
-            f"the driver's environment lacks {', '.join(missing)}, which the DAG's task set "
-            f"({SETTINGS_PROPERTY}): in cluster deploy mode pass secrets by the cluster "
-            "manager's convention (docs/scaling.md, 'Settings and secrets')")
+            f"the driver's environment lacks {', '.join(missing)}, which the DAG's task had "
+            f"({SETTINGS_PROPERTY}); secrets are never Spark properties: in cluster deploy mode "
+            "give them to the driver by the cluster manager's convention (docs/scaling.md, "
+            "'Settings and secrets')")
 
 
 def configure_logging() -> None:

@@ -112,3 +112,19 @@ def test_the_report_round_trips_through_the_data_root(tmp_path):
     write_report(settings, "speculate", interval, '{"pairs": 13}')  # a rerun replaces it
     assert read_report(settings, "speculate", interval) == {"pairs": 13}
     assert (tmp_path / "reports" / "speculate" / f"interval={interval.key}" / "report.json").is_file()
+
+
+def test_the_driver_adopts_forwarded_settings_keeps_its_own_and_requires_secrets():
+    from solaris_lib.errors import ConfigError
+    from solaris_lib.orchestration.jobrunner import apply_forwarded_settings
+
+    target = SparkTarget.from_connection("spark://m:7077", {"deploy-mode": "cluster"})
+    conf = submission(target, JOB, ARGS, {**SETTINGS, "SOLARIS_REDIS_URL": SECRET_URL}).conf
+    own = {"SOLARIS_DATA_ROOT": "/driver/own"}
+    with pytest.raises(ConfigError, match="lacks SOLARIS_REDIS_URL"):
+        apply_forwarded_settings(conf, own)
+    assert own == {"SOLARIS_DATA_ROOT": "/driver/own", "SOLARIS_REDIS_KEY_PREFIX": "prod"}
+    given = {"SOLARIS_REDIS_URL": SECRET_URL}
+    apply_forwarded_settings(conf, given)
+    assert given == {"SOLARIS_REDIS_URL": SECRET_URL, "SOLARIS_DATA_ROOT": "hdfs://nn/solaris",
+                     "SOLARIS_REDIS_KEY_PREFIX": "prod"}
