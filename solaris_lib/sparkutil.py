@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from solaris_lib.errors import MissingDependencyError
 
@@ -77,6 +79,27 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def spark_session(app_name: str, master: str | None = None,
+                  conf: dict[str, str] | None = None) -> Iterator:
+    """The session for one job or command, stopped at the end only if this call started it.
+
+    A caller's active session (a test's, a notebook's) is reused and left running: stopping
+    it would break every later user of that process's SparkContext.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise MissingDependencyError("pyspark", "Spark jobs") from exc
+    shared = SparkSession.getActiveSession()
+    spark = shared or get_spark(app_name, master=master, conf=conf)
+    try:
+        yield spark
+    finally:
+        if shared is None:
+            spark.stop()
 
 
 def collect_garbage(spark) -> None:

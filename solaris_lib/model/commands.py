@@ -81,15 +81,13 @@ def _train(args) -> int:
 def _infer(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.model.inference import run_inference
-    from solaris_lib.sparkutil import get_spark
+    from solaris_lib.sparkutil import spark_session
 
     settings = load_settings()
     request = infer_request(args)
-    spark = get_spark("solaris-infer-embeddings", master=args.master or settings.spark_master)
-    try:
+    master = args.master or settings.spark_master
+    with spark_session("solaris-infer-embeddings", master=master) as spark:
         report = run_inference(spark, settings, request)
-    finally:
-        spark.stop()
     print(json.dumps(report.as_dict()))
     return 0
 

@@ -5,7 +5,8 @@ already has ``--start`` and ``--end`` (the data interval), ``prepare`` turns the
 and the settings into a typed request (bad input raises a :class:`ConfigError` here, before
 any work), and ``run`` does the work and returns the report. :func:`run_job` does the rest
 the same way for every job: INFO logging to stderr, the SparkSession (``solaris-<name>``,
-master and resources from spark-submit) stopped whatever happens, the settings the submitter
+master and resources from spark-submit) stopped whatever happens (a caller's active session
+is reused and left running), the settings the submitter
 forwarded applied to the driver's environment (:func:`apply_forwarded_settings`), a
 :class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
 line on stdout and written to ``<data root>/reports/<job>/interval=KEY/report.json``, where the
@@ -118,15 +119,12 @@ def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
     if not job.spark:
         settings = load_settings()
         return settings, job.run(None, settings, job.prepare(args, settings))
-    from solaris_lib.sparkutil import get_spark
+    from solaris_lib.sparkutil import spark_session
 
-    spark = get_spark(f"solaris-{job.name}")
-    try:
+    with spark_session(f"solaris-{job.name}") as spark:
         apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
         settings = load_settings()
         return settings, job.run(spark, settings, job.prepare(args, settings))
-    finally:
-        spark.stop()
 
 
 def apply_forwarded_settings(conf: dict[str, str],

@@ -84,7 +84,7 @@ def _report(args) -> int:
     from pathlib import Path
 
     from solaris_lib.config import load_settings
-    from solaris_lib.sparkutil import get_spark
+    from solaris_lib.sparkutil import spark_session
     from solaris_lib.transfer.experiment import run_experiment
     from solaris_lib.transfer.output import coverage_table, transfer_table, write_outputs
 
@@ -96,17 +96,10 @@ def _report(args) -> int:
         logs = str(Path(args.out) / "world")
     else:
         logs = simulate_world(world, args.out)
-    from pyspark.sql import SparkSession
-
-    shared = SparkSession.getActiveSession()  # a caller's session (tests) is left running
-    spark = shared or get_spark("solaris-report", master=load_settings().spark_master,
-                                conf={"spark.sql.shuffle.partitions": "4"})
-    try:
+    with spark_session("solaris-report", master=load_settings().spark_master,
+                       conf={"spark.sql.shuffle.partitions": "4"}) as spark:
         report = run_experiment(spark, logs, config, rows_dir=str(Path(args.out) / "rows"),
                                 reuse_rows=args.reuse_rows)
-    finally:
-        if shared is None:
-            spark.stop()
     report["world"] = world
     report["files"] = write_outputs(report, args.out)
     if not args.json:
