@@ -26,6 +26,10 @@ os.environ.setdefault(
 )
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# One compute thread per process: the suite runs on as many xdist workers as cores, and torch's
+# small ops across two threads on a busy core spend most of their time waiting for each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 # The simulator writes each hour's logs whole, without the producer's _SUCCESS marker: its hours
 # are complete as soon as written, so the sensor need not wait the quiet period (the tests of
 # that contract set their own).
@@ -114,6 +118,7 @@ def tiny_world(tmp_path_factory):
 _SHARED_FIXTURE_PATHS = {
     "pipeline": ("tests/integration/orchestration/test_precompute_dag.py",
                  "tests/integration/orchestration/test_rest_api.py",
+                 "tests/integration/orchestration/test_multinode.py",
                  "tests/integration/reliability/test_pipeline_faults.py"),
     "model_data_root": ("tests/integration/model/",),
     "inference_inputs": ("tests/integration/model/",),

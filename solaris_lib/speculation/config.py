@@ -19,6 +19,8 @@ class MineConfig(BaseModel):
 
     lookback: timedelta = Field(timedelta(days=28), description="History window before the end.")
     max_history: int = Field(200, ge=1, description="Newest events kept per user history.")
+    max_history_clicks: int = Field(
+        100, ge=0, description="Newest clicked events kept per user history beyond those.")
     half_life: timedelta = Field(
         timedelta(days=3), description="Half-life of the time-decayed pair and item counts."
     )

@@ -8,6 +8,7 @@ Tables (``mined/<table>/interval=KEY``):
 
 =============== =====================================================================================
 user_history    user_id, item_ids list<int64>, ts list<timestamp>, clicked list<bool>, asof
+                (the newest ``max_history`` events and the newest ``max_history_clicks`` clicks)
 pair_stats      user_id, item_id, times_scored, times_shown, clicks, first_seen, last_seen, decayed,
                 recent_decayed (the same sum with the short ``recent_half_life``)
 item_stats      item_id, popularity (rows), users, decayed, recent (rows in the trend window), trend,
@@ -64,8 +65,9 @@ def has_positions(logs) -> bool:
     return logs.filter("position IS NOT NULL").limit(1).count() > 0
 
 
-def user_history(logs, end: datetime, max_history: int, shown_only: bool):
-    """Each user's newest ``max_history`` events, oldest first, as parallel lists."""
+def user_history(logs, end: datetime, max_history: int, shown_only: bool, max_clicks: int = 0):
+    """Each user's newest ``max_history`` events and newest ``max_clicks`` clicked events (the
+    foundation model reads both), oldest first, as parallel lists."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -73,7 +75,11 @@ def user_history(logs, end: datetime, max_history: int, shown_only: bool):
     newest = Window.partitionBy("user_id").orderBy(
         F.col("ts").desc(), F.col("request_id").desc(), F.col("item_id").desc()
     )
-    recent = events.withColumn("_n", F.row_number().over(newest)).filter(F.col("_n") <= max_history)
+    clicked = F.coalesce(F.col("clicked").cast("int"), F.lit(0))
+    clicks_so_far = F.sum(clicked).over(newest.rowsBetween(Window.unboundedPreceding, 0))
+    recent = (events.withColumn("_n", F.row_number().over(newest))
+              .withColumn("_c", clicks_so_far)
+              .filter((F.col("_n") <= max_history) | ((clicked == 1) & (F.col("_c") <= max_clicks))))
     grouped = recent.groupBy("user_id").agg(
         F.sort_array(F.collect_list(F.struct("ts", "request_id", "item_id", "clicked"))).alias("_e")
     )
@@ -180,7 +186,8 @@ def mine(logs, end: datetime, config: MineConfig) -> dict:
     span_s = _epoch(end) - first if first is not None else config.lookback.total_seconds()
     pairs = pair_stats(logs, end, half_life_s, config.recent_half_life.total_seconds())
     return {
-        "user_history": user_history(logs, end, config.max_history, has_positions(logs)),
+        "user_history": user_history(logs, end, config.max_history, has_positions(logs),
+                                     config.max_history_clicks),
         "pair_stats": pairs,
         "item_stats": item_stats(
             logs, end, half_life_s, config.trend_window.total_seconds(), span_s,

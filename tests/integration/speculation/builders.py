@@ -51,13 +51,17 @@ def expected_pair_stats(rows, end, half_life_s, recent_half_life_s=3600.0):
     return out
 
 
-def expected_history(rows, max_history):
-    """{user: [item ids oldest first]} of shown rows, or of all rows when none has a position."""
+def expected_history(rows, max_history, max_clicks=0):
+    """{user: [item ids oldest first]} of shown rows, or of all rows when none has a position:
+    the newest ``max_history`` and, before them, the newest ``max_clicks`` clicked ones."""
     shown = [r for r in rows if r["position"] is not None] or list(rows)
     out = {}
     for user in sorted({r["user_id"] for r in shown}):
-        mine = sorted((r["ts"], r["request_id"], r["item_id"]) for r in shown if r["user_id"] == user)
-        out[user] = [item for _, _, item in mine[-max_history:]]
+        mine = sorted((r["ts"], r["request_id"], r["item_id"], bool(r["clicked"]))
+                      for r in shown if r["user_id"] == user)
+        older = [e for e in mine[:max(0, len(mine) - max_history)] if e[3]]
+        kept = (older[-max_clicks:] if max_clicks else []) + mine[-max_history:]
+        out[user] = [e[2] for e in kept]
     return out
 
 

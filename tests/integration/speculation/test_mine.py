@@ -32,7 +32,8 @@ ROWS = [
     row("r5", 47.5, 1, 11, 0, False), row("r5", 47.5, 1, 14, None, None),
 ]
 END = T0 + timedelta(hours=48)
-CONFIG = MineConfig(lookback=timedelta(days=2), max_history=3, half_life=timedelta(hours=12),
+CONFIG = MineConfig(lookback=timedelta(days=2), max_history=3, max_history_clicks=1,
+                    half_life=timedelta(hours=12),
                     trend_window=timedelta(hours=6), short_window=timedelta(hours=30),
                     cooc_items_per_user=2, cooc_top_n=2)
 
@@ -59,8 +60,10 @@ def test_pair_stats_match_python(mined):
 
 def test_user_history_is_newest_shown_events_oldest_first(mined):
     got = {r.user_id: r for r in mined["user_history"]}
-    assert {u: r.item_ids for u, r in got.items()} == expected_history(ROWS, CONFIG.max_history)
-    assert got[1].clicked == [False, False, False]  # (r1,12) (r2,10) (r5,11)
+    assert {u: r.item_ids for u, r in got.items()} == expected_history(
+        ROWS, CONFIG.max_history, CONFIG.max_history_clicks)
+    assert got[1].item_ids == [10, 12, 10, 11]  # the older click (r1,10), then the newest three
+    assert got[1].clicked == [True, False, False, False]  # (r1,10) (r1,12) (r2,10) (r5,11)
     assert all(r.asof == END.replace(tzinfo=None) for r in got.values())
     assert all(r.ts == sorted(r.ts) for r in got.values())
 
@@ -95,7 +98,7 @@ def test_history_uses_all_rows_when_logs_have_no_positions(spark, tmp_path):
     root = write_logs(tmp_path / "logs", rows, drop=("position", "clicked"))
     logs = read_window_spark(spark, str(root), Interval(END - CONFIG.lookback, END))
     got = {r.user_id: r.item_ids for r in mine(logs, END, CONFIG)["user_history"].collect()}
-    assert got == expected_history(rows, CONFIG.max_history)
+    assert got == expected_history(rows, CONFIG.max_history, CONFIG.max_history_clicks)
 
 
 def test_run_mine_writes_complete_partitions_and_reruns_identically(spark, tmp_path):
