@@ -11,7 +11,7 @@ def write_nan_copy(model_root: str, name: str) -> str:
     good = artefact.serving_version(model_root)
     cfg, state = artefact.load_state(artefact.version_dir(model_root, good))
     state = {k: v.clone() for k, v in state.items()}
-    state["out.weight"].fill_(float("nan"))
-    state["head.3.weight"].fill_(float("nan"))
+    for key in [k for k in state if k.startswith(("head.", "out.")) and k.endswith("weight")]:
+        state[key].fill_(float("nan"))  # every layer that makes the embedding and the logit
     artefact.write_version(model_root, name, state, cfg, {}, {})
     return good

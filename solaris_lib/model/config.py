@@ -23,39 +23,64 @@ from solaris_lib.errors import ConfigError
 
 @dataclass(frozen=True)
 class FoundationConfig:
-    """Every hyper-parameter that shapes the network and its inputs.
+    """Every hyper-parameter that shapes the network, its inputs and its training.
 
     Items are hashed into ``item_buckets`` rows by ``item_hashes`` independent hashes (the
-    embeddings of an item sum its rows), so an item never seen in training still gets a vector.
+    embeddings of an item sum its rows), so an item never seen in training still gets a vector. A history is the newest ``max_history`` events
+    plus the newest ``max_clicks`` clicked events before them (clicks are rare and say most).
     """
 
     dim: int = 64  # output interaction embedding width
     d_model: int = 64  # width of every token inside the network
-    layers: int = 2  # transformer encoder layers over the history
-    heads: int = 4  # attention heads (encoder and cross-attention)
-    cross_layers: int = 1  # target -> history cross-attention blocks
+    layers: int = 0  # self-attention encoder layers over the history
+    heads: int = 4  # heads of the target attention (and the encoder)
     ffn_mult: int = 4  # feed-forward width = ffn_mult * d_model
-    max_history: int = 50  # most recent events kept per user
+    max_history: int = 64  # newest events kept per user
+    max_clicks: int = 32  # newest clicked events kept before those
     item_buckets: int = 1 << 16  # rows of the hashed item table
     item_hashes: int = 2  # hashes per item (summed)
-    gap_buckets: int = 16  # log2 time-gap buckets (minutes)
+    gap_buckets: int = 64  # time-gap buckets: gap_per_octave per doubling of minutes
+    gap_per_octave: int = 4
     dropout: float = 0.1
-    # training
-    lr: float = 2e-3
-    weight_decay: float = 1e-5
+    # training: AdamW, linear warm-up then cosine decay over ``epochs``, early stopping
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    warmup_share: float = 0.05  # share of all steps spent warming up
     batch_requests: int = 256  # requests per training step (each with its shown candidates)
-    epochs: int = 2
+    epochs: int = 8  # most epochs; training stops earlier when validation stops improving
+    patience: int = 2  # epochs without a better validation loss before stopping
+    validation_share: float = 0.1  # newest share of training requests held for validation
+    # item pretraining on co-engagement (pretrain.py); 0 epochs: item rows learn from clicks
+    pretrain_epochs: int = 5
+    pretrain_window_s: float = 6 * 3600.0  # two engagements closer than this are a pair
+    pretrain_neighbors: int = 8  # ... and at most this many engagements apart
+    pretrain_batch: int = 2048  # pairs per step (in-batch negatives)
+    pretrain_lr: float = 1e-2
+    pretrain_temperature: float = 0.1
+    freeze_items: bool = True  # keep the pretrained item rows fixed while the click model trains
     seed: int = 0
+
+    @property
+    def history_len(self) -> int:
+        """History slots the network reads: recent events plus older clicks."""
+        return self.max_history + self.max_clicks
 
     def __post_init__(self) -> None:
         if self.d_model % self.heads:
             raise ConfigError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
-        for name in ("dim", "d_model", "layers", "heads", "cross_layers", "max_history",
-                     "item_buckets", "item_hashes", "gap_buckets", "batch_requests", "epochs"):
-            if getattr(self, name) < (0 if name == "layers" else 1):
+        for name in ("dim", "d_model", "layers", "heads", "max_history", "max_clicks",
+                     "item_buckets", "item_hashes", "gap_buckets",
+                     "gap_per_octave", "batch_requests", "epochs", "patience", "pretrain_epochs",
+                     "pretrain_neighbors", "pretrain_batch"):
+            if getattr(self, name) < (0 if name in ("layers", "max_clicks", "pretrain_epochs")
+                                      else 1):
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        for name in ("pretrain_window_s", "pretrain_lr", "pretrain_temperature", "lr"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("dropout", "warmup_share", "validation_share"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> FoundationConfig:
@@ -81,14 +106,12 @@ class FoundationConfig:
 
 
 PRESETS: dict[str, FoundationConfig] = {
-    "test": FoundationConfig(dim=8, d_model=16, layers=1, heads=2, max_history=12,
-                             item_buckets=1024, gap_buckets=8, dropout=0.0, batch_requests=64),
-    # small: 1 epoch. On the demo world a second epoch overfits (held-out log-loss 0.2716 at 1
-    # epoch, 0.2733 at 2, 0.2771 at 3; the ID-only model: 0.2728).
-    "small": FoundationConfig(d_model=48, layers=1, heads=4, max_history=40,
-                              item_buckets=1 << 15, epochs=1),
-    "default": FoundationConfig(d_model=256, layers=4, heads=8, cross_layers=2,
-                                max_history=200, item_buckets=1 << 18, epochs=3),
-    "large": FoundationConfig(d_model=512, layers=6, heads=8, cross_layers=2,
-                              max_history=200, item_buckets=1 << 20, epochs=3),
+    "test": FoundationConfig(dim=8, d_model=16, heads=2, max_history=8, max_clicks=4,
+                             item_buckets=1024, gap_buckets=16, dropout=0.0,
+                             batch_requests=64, epochs=2, pretrain_epochs=1, pretrain_batch=64),
+    "small": FoundationConfig(d_model=48, max_history=48, max_clicks=32, item_buckets=1 << 15),
+    "default": FoundationConfig(d_model=128, layers=2, heads=4, max_history=128, max_clicks=64,
+                                item_buckets=1 << 18, epochs=12),
+    "large": FoundationConfig(d_model=256, layers=4, heads=8, max_history=256, max_clicks=128,
+                              item_buckets=1 << 20, epochs=12),
 }

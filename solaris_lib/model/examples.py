@@ -12,7 +12,9 @@ Times are int64 microseconds since the epoch (UTC); gaps given to the network ar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +22,7 @@ import pyarrow.compute as pc
 
 from solaris_lib.logs.schema import timestamps_us
 
-CLICK_UNKNOWN = 2
+CLICK_YES, CLICK_UNKNOWN = 1, 2
 
 
 def _click_codes(column) -> np.ndarray:
@@ -120,13 +122,34 @@ class EventLists:
         hi = self.count_before(user_ids, ts_us)
         return np.where(user_hi > user_lo, user_lo, hi), hi
 
-    def padded(self, lo, hi, now_us, length: int) -> dict[str, np.ndarray]:
-        """Histories ``events[max(lo, hi - length):hi]`` as (n, length) arrays, oldest first,
-        right-aligned: ``items`` int64, ``clicks`` int64, ``gaps`` float32 seconds before
-        ``now_us`` (n,), ``mask`` bool."""
+    @cached_property
+    def click_positions(self) -> np.ndarray:
+        """(C,) int64 sorted indices of the clicked events."""
+        return np.flatnonzero(self.clicks == CLICK_YES).astype(np.int64)
+
+    def history(self, lo, hi, now_us, recent: int, clicks: int = 0) -> dict[str, np.ndarray]:
+        """Each query's history as (n, W) arrays, oldest first, right-aligned: the newest
+        ``recent`` events of ``events[lo:hi]`` and, before them, the newest ``clicks`` clicked
+        events. ``items`` int64, ``clicks`` int64, ``gaps`` float32 seconds before ``now_us``
+        (n,), ``mask`` bool. ``W`` is at most ``recent + clicks``: columns no query fills are
+        left out (at least one column is kept)."""
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
-        idx = hi[:, None] - length + np.arange(length)[None, :]
-        mask = idx >= lo[:, None]
+        cut = np.maximum(lo, hi - recent)
+        width = _width(hi - cut, recent)
+        idx = hi[:, None] - width + np.arange(width)[None, :]
+        mask = idx >= cut[:, None]
+        if clicks:
+            pos = self.click_positions
+            c_lo, c_hi = np.searchsorted(pos, lo), np.searchsorted(pos, cut)
+            c_width = _width(c_hi - c_lo, clicks)
+            c_idx = c_hi[:, None] - c_width + np.arange(c_width)[None, :]
+            c_mask = c_idx >= c_lo[:, None]
+            events = pos[np.where(c_mask, c_idx, 0)] if len(pos) else np.zeros_like(c_idx)
+            if c_width and c_mask.any():
+                idx, mask = np.concatenate([events, idx], 1), np.concatenate([c_mask, mask], 1)
+        return self._gather(idx, mask, now_us)
+
+    def _gather(self, idx: np.ndarray, mask: np.ndarray, now_us) -> dict[str, np.ndarray]:
         safe = np.where(mask, idx, 0) if len(self.items) else np.zeros_like(idx)
         take = (lambda a: a[safe]) if len(self.items) else (lambda a: np.zeros(idx.shape, a.dtype))
         gaps = (np.asarray(now_us, np.int64)[:, None] - take(self.ts_us)) / 1e6
@@ -136,6 +159,11 @@ class EventLists:
             "gaps": np.where(mask, gaps, 0.0).astype(np.float32),
             "mask": mask,
         }
+
+
+def _width(sizes: np.ndarray, cap: int) -> int:
+    """Columns needed for the largest of ``sizes`` (n,), capped at ``cap``, at least 1."""
+    return int(min(cap, max(1, int(sizes.max()) if len(sizes) else 1)))
 
 
 @dataclass(frozen=True)
@@ -155,6 +183,7 @@ class Examples:
     t_offsets: np.ndarray
     t_items: np.ndarray
     t_labels: np.ndarray
+    t_rows: np.ndarray  # (pairs,) int64 row of each pair in the source table
 
     def __len__(self) -> int:
         return len(self.user)
@@ -170,12 +199,12 @@ class Examples:
         pair_idx = ranges(self.t_offsets[rows], counts)
         return Examples(self.events, self.user[rows], self.ts_us[rows], self.lo[rows],
                         self.hi[rows], np.append(0, np.cumsum(counts)).astype(np.int64),
-                        self.t_items[pair_idx], self.t_labels[pair_idx])
+                        self.t_items[pair_idx], self.t_labels[pair_idx], self.t_rows[pair_idx])
 
-    def batch(self, rows: np.ndarray, max_history: int) -> dict[str, np.ndarray]:
-        """Arrays of the examples ``rows``: the history (B, L) of :meth:`EventLists.padded` plus
-        ``targets`` (B, T) int64, ``labels`` (B, T) float32 and ``tmask`` (B, T) bool."""
-        out = self.events.padded(self.lo[rows], self.hi[rows], self.ts_us[rows], max_history)
+    def batch(self, rows: np.ndarray, recent: int, clicks: int) -> dict[str, np.ndarray]:
+        """Arrays of the examples ``rows``: the history (B, L) of :meth:`EventLists.history`
+        plus ``targets`` (B, T) int64, ``labels`` (B, T) float32 and ``tmask`` (B, T) bool."""
+        out = self.events.history(self.lo[rows], self.hi[rows], self.ts_us[rows], recent, clicks)
         starts, counts = self.t_offsets[rows], np.diff(self.t_offsets)[rows]
         width = int(counts.max()) if len(rows) else 0
         idx = starts[:, None] + np.arange(width)[None, :]
@@ -204,9 +233,10 @@ def build_examples(table: pa.Table) -> Examples:
     """
     events = EventLists.from_logs(table)
     if "clicked" not in table.column_names:
-        labeled = table.slice(0, 0)
+        source = np.zeros(0, np.int64)
     else:
-        labeled = table.filter(pc.is_valid(table.column("clicked")))
+        source = np.flatnonzero(table.column("clicked").is_valid().to_numpy(zero_copy_only=False))
+    labeled = table.take(source)
     codes = pc.dictionary_encode(labeled.column("request_id")).combine_chunks().indices
     code = codes.to_numpy(zero_copy_only=False).astype(np.int64)
     users = labeled.column("user_id").to_numpy()
@@ -219,4 +249,29 @@ def build_examples(table: pa.Table) -> Examples:
     req_user, req_ts = users[first], ts[first]
     lo, hi = events.history_bounds(req_user, req_ts)
     return Examples(events, req_user, req_ts, lo, hi, np.append(first, len(code)).astype(np.int64),
-                    items, labels)
+                    items, labels, source[order].astype(np.int64))
+
+
+def decayed_counts(events: EventLists, user_ids: np.ndarray, ts_us: np.ndarray,
+                   half_life_s: float, clicks_only: bool) -> np.ndarray:
+    """(n,) float64: per query, the user's events (or clicks) strictly before ``ts_us``, each
+    weighted ``2 ** (-age / half_life_s)``.
+
+    One pass over each user's events in time order: the running sum is decayed to the next
+    event or query and topped up by the event's weight (exact, no overflow for any span).
+    """
+    weight = (events.clicks == CLICK_YES) if clicks_only else np.ones(len(events.items), bool)
+    lo, hi = events.history_bounds(user_ids, ts_us)
+    out = np.zeros(len(user_ids), np.float64)
+    order = np.lexsort((ts_us, user_ids))
+    rate = np.log(2.0) / half_life_s / 1e6  # per microsecond
+    state: dict[int, tuple[int, int, float]] = {}  # user -> (next event, time of sum, sum)
+    for q in order:
+        user = int(user_ids[q])
+        nxt, at, total = state.get(user, (int(lo[q]), 0, 0.0))
+        for e in range(nxt, int(hi[q])):
+            total = total * math.exp(-rate * (int(events.ts_us[e]) - at)) + float(weight[e])
+            at = int(events.ts_us[e])
+        out[q] = total * math.exp(-rate * (int(ts_us[q]) - at)) if hi[q] > lo[q] else 0.0
+        state[user] = (max(nxt, int(hi[q])), at, total)
+    return out

@@ -1,26 +1,39 @@
-"""The foundation network: a history encoder run once per user, targets that attend to it.
+"""The foundation network: a user's history encoded once, every target item read against it.
 
 Shapes: ``B`` users (or requests), ``L`` history slots, ``T`` targets per user, ``d`` =
-``config.d_model``, ``D`` = ``config.dim`` (the interaction embedding, 64 by default).
+``config.d_model``, ``H`` = ``config.heads``, ``D`` = ``config.dim`` (the interaction embedding).
 
-Inputs of a history (oldest first; valid slots need not be contiguous, ``mask`` says which):
+Inputs (the history oldest first; valid slots need not be contiguous, ``mask`` says which):
 
-* ``items``  (B, L) int64   raw item ids (hashed inside, so unknown items work)
+* ``items``  (B, L) int64   raw item ids of the history (hashed inside; unknown items work)
 * ``clicks`` (B, L) int64   0 = not clicked, 1 = clicked, 2 = unknown
 * ``gaps``   (B, L) float32 seconds between the event and the scoring time (>= 0)
 * ``mask``   (B, L) bool    True where the slot holds an event
+* ``targets`` (B, T) int64  raw item ids to score
 
-A learned "no history" token is prepended to every history, so an empty history (all of
-``mask`` False) still gives every target something to attend to.
+What the network reads, and why (a recommender's signal is mostly "what did this user do with
+items like this one, and how recently"):
 
-``encode_history`` runs the transformer encoder once per user: cost O(B L d^2 layers).
-``interact`` lets each of the T targets attend to the encoded history: O(B T L d), the
-history's keys and values projected once per user. The naive path (:func:`naive_interact`)
-re-encodes the history for every (user, target) pair, as a model that scores pairs one by one
-would; both give the same numbers (up to float rounding).
+* **Ids**: a hashed item row with a bias column, shared by history events and targets. The user
+  is their history: a hashed user row memorised noise and added nothing on held-out days.
+* **Pointwise target attention** (HSTU/DIN style): each target scores every history event,
+  ``w = silu(q . k / sqrt(d_h) + bias[head, time bucket] + bias[head, click code])``; the
+  weights are *not* normalised over the history, so the output grows with the number of
+  matching recent events (intensity), and the relative-time bias lets a head forget with age.
+* **Activity**: counts of events and clicks in the last 1 h, 6 h, 1 d and 7 d (from the gaps).
+
+``encode_history`` runs once per user: token embeddings, the optional self-attention encoder
+(``layers``) and key/value projections: O(B L d^2 layers).
+``interact`` scores the T targets against it: O(B T L d). :func:`naive_interact` re-encodes
+the history for every (user, target) pair, as a model that scores pairs one by one would; both
+give the same numbers (up to float rounding). The interaction embedding (B, T, D) is the last
+hidden layer; the logit is a linear read-out of it, so the cached vector carries the score.
 """
 
 from __future__ import annotations
+
+import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -30,6 +43,7 @@ from solaris_lib.model.config import FoundationConfig
 CLICK_NO, CLICK_YES, CLICK_UNKNOWN = 0, 1, 2
 _HASH_MULTIPLIERS = (0x1E3779B97F4A7C15, 0x3C6EF372FE94F82B, 0x5A4ED4A5F2B0C3B1, 0x7F4A7C159E3779B9)
 _HASH_MIX = 0x2545F4914F6CDD1D
+ACTIVITY_WINDOWS_S = (3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0)
 
 
 def hash_items(items: torch.Tensor, buckets: int, hashes: int) -> torch.Tensor:
@@ -47,29 +61,65 @@ def hash_items(items: torch.Tensor, buckets: int, hashes: int) -> torch.Tensor:
     return torch.stack(rows, dim=-1)
 
 
-def gap_bucket(gaps: torch.Tensor, buckets: int) -> torch.Tensor:
-    """(…) int64 bucket ``floor(log2(1 + minutes))`` clipped to ``[0, buckets)`` of gaps (…) s."""
+def gap_bucket(gaps: torch.Tensor, buckets: int, per_octave: int = 1) -> torch.Tensor:
+    """(…) int64 bucket ``floor(per_octave * log2(1 + minutes))`` in ``[0, buckets)`` of gaps (…) s."""
     minutes = torch.clamp(gaps.float(), min=0.0) / 60.0
-    return torch.clamp(torch.floor(torch.log2(1.0 + minutes)), 0, buckets - 1).long()
+    return torch.clamp(torch.floor(per_octave * torch.log2(1.0 + minutes)), 0, buckets - 1).long()
 
 
-class CrossBlock(nn.Module):
-    """Pre-norm block: targets (B, T, d) attend to the encoded history (B, L+1, d), then FFN."""
+def activity(gaps: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, 2W) float: log1p of the events and of the clicks in each window of
+    ``ACTIVITY_WINDOWS_S``, counted from the history (B, L)."""
+    feats = []
+    for window in ACTIVITY_WINDOWS_S:
+        inside = mask & (gaps < window)
+        feats.append(inside.sum(-1))
+        feats.append((inside & (clicks == CLICK_YES)).sum(-1))
+    return torch.log1p(torch.stack(feats, dim=-1).float())
 
-    def __init__(self, cfg: FoundationConfig) -> None:
+
+def decay_prior(cfg: FoundationConfig) -> torch.Tensor:
+    """(H, gap_buckets) initial time bias: head h forgets an event exponentially with a
+    half-life spread geometrically from 1 h to 7 days over the heads (-ln 2 per half-life at
+    each bucket's lower edge), so attention starts out recency-weighted at several scales."""
+    minutes = (2.0 ** (torch.arange(cfg.gap_buckets) / cfg.gap_per_octave)) - 1.0
+    half_lives = torch.logspace(math.log10(60.0), math.log10(7 * 1440.0), cfg.heads)
+    return -math.log(2.0) * minutes[None, :] / half_lives[:, None]
+
+
+class HistoryState(NamedTuple):
+    """What ``encode_history`` computes once per user and ``interact`` reads per target."""
+
+    keys: torch.Tensor  # (B, H, L, d_h)
+    values: torch.Tensor  # (B, H, L, d_h)
+    bias: torch.Tensor  # (B, H, L) time and click bias of each event
+    log_valid: torch.Tensor  # (B, 1, 1, L) 0 where the slot holds an event, else -inf
+    interest: torch.Tensor  # (B, d) the user: a target-free read of the history and activity
+
+
+class HashedTable(nn.Module):
+    """Raw int64 ids -> (…, width) rows: the sum of ``hashes`` rows of a ``buckets``-row table."""
+
+    def __init__(self, buckets: int, width: int, hashes: int, std: float) -> None:
         super().__init__()
-        d = cfg.d_model
-        self.norm_q = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, cfg.heads, dropout=cfg.dropout, batch_first=True)
-        self.norm_ff = nn.LayerNorm(d)
-        self.ff = nn.Sequential(nn.Linear(d, cfg.ffn_mult * d), nn.GELU(),
-                                nn.Linear(cfg.ffn_mult * d, d), nn.Dropout(cfg.dropout))
+        self.buckets, self.hashes = buckets, hashes
+        self.table = nn.Embedding(buckets, width)
+        nn.init.normal_(self.table.weight, std=std / math.sqrt(hashes))
 
-    def forward(self, q: torch.Tensor, h: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
-        """q (B, T, d), h (B, L+1, d), pad (B, L+1) True where ignored -> (B, T, d)."""
-        attended, _ = self.attn(self.norm_q(q), h, h, key_padding_mask=pad, need_weights=False)
-        q = q + attended
-        return q + self.ff(self.norm_ff(q))
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(hash_items(ids, self.buckets, self.hashes)).sum(dim=-2)
+
+
+def _read(query: torch.Tensor, state: HistoryState) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exponential target attention of query (B|1, H, T, d_h) over the history: (read (B, H, T,
+    d_h), intensity (B, H, T)). An empty slot 0 with score 0 is always present, so the weights
+    are ``exp(score) / (1 + sum exp)`` and ``intensity = log(1 + sum_j exp(score_j))`` grows
+    with the number of matching events (an empty history reads zeros at intensity 0)."""
+    score = query @ state.keys.transpose(-1, -2) / math.sqrt(query.shape[-1])  # (B, H, T, L)
+    score = score + state.bias[:, :, None, :] + state.log_valid
+    score = torch.cat([torch.zeros_like(score[..., :1]), score], -1)
+    read = torch.softmax(score, -1)[..., 1:] @ state.values
+    return read, torch.logsumexp(score, -1)
 
 
 class FoundationNet(nn.Module):
@@ -78,69 +128,79 @@ class FoundationNet(nn.Module):
     def __init__(self, cfg: FoundationConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        d = cfg.d_model
-        self.item_table = nn.Embedding(cfg.item_buckets, d)
+        d, heads = cfg.d_model, cfg.heads
+        self.items = HashedTable(cfg.item_buckets, d, cfg.item_hashes, std=0.1)
+        self.item_bias = HashedTable(cfg.item_buckets, 1, cfg.item_hashes, std=0.0)
         self.click_emb = nn.Embedding(3, d)
         self.gap_emb = nn.Embedding(cfg.gap_buckets, d)
-        self.pos_emb = nn.Embedding(cfg.max_history, d)
-        self.no_history = nn.Parameter(torch.zeros(1, 1, d))
-        self.target_type = nn.Parameter(torch.zeros(d))
+        for table in (self.click_emb, self.gap_emb):
+            nn.init.normal_(table.weight, std=0.1)
         self.encoder = self._encoder(cfg)
-        self.enc_norm = nn.LayerNorm(d)
-        self.cross = nn.ModuleList(CrossBlock(cfg) for _ in range(cfg.cross_layers))
-        self.head = nn.Sequential(nn.LayerNorm(3 * d), nn.Linear(3 * d, 2 * d), nn.GELU(),
-                                  nn.Linear(2 * d, cfg.dim))
+        self.kv = nn.Linear(d, 2 * d)
+        self.query = nn.Linear(d, d)
+        self.time_bias = nn.Parameter(decay_prior(cfg))
+        self.click_bias = nn.Parameter(torch.zeros(heads, 3))
+        self.interest_query = nn.Parameter(torch.zeros(1, heads, 1, d // heads))
+        self.activity = nn.Linear(2 * len(ACTIVITY_WINDOWS_S), d)
+        self.interest = nn.Sequential(nn.LayerNorm(2 * d), nn.Linear(2 * d, d))
+        self.attn_out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d))
+        width = 4 * d + heads + 1
+        self.head = nn.Sequential(
+            nn.LayerNorm(width), nn.Linear(width, cfg.ffn_mult * d), nn.GELU(),
+            nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn_mult * d, cfg.dim), nn.GELU())
         self.out = nn.Linear(cfg.dim, 1)
-        nn.init.normal_(self.item_table.weight, std=0.02)
-        nn.init.normal_(self.no_history, std=0.02)
 
     @staticmethod
-    def _encoder(cfg: FoundationConfig) -> nn.Module:
+    def _encoder(cfg: FoundationConfig) -> nn.Module | None:
         if cfg.layers == 0:
-            return nn.Identity()
+            return None
         layer = nn.TransformerEncoderLayer(
             cfg.d_model, cfg.heads, cfg.ffn_mult * cfg.d_model, cfg.dropout,
             activation="gelu", batch_first=True, norm_first=True)
         return nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
 
-    def embed_items(self, items: torch.Tensor) -> torch.Tensor:
-        """(…) int64 raw ids -> (…, d): the sum of the item's hashed rows."""
-        rows = hash_items(items, self.cfg.item_buckets, self.cfg.item_hashes)
-        return self.item_table(rows).sum(dim=-2)
+    def set_base_rate(self, ctr: float) -> None:
+        """Start the output bias at the logit of the training click rate."""
+        ctr = min(max(ctr, 1e-4), 1 - 1e-4)
+        with torch.no_grad():
+            self.out.bias.fill_(math.log(ctr / (1 - ctr)))
 
-    def encode_history(self, items, clicks, gaps, mask) -> torch.Tensor:
-        """(B, L) histories -> H (B, L+1, d); slot 0 is the "no history" token.
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, d) -> (B, H, L, d_h)."""
+        b, n, _ = x.shape
+        return x.view(b, n, self.cfg.heads, -1).transpose(1, 2)
 
-        ``L`` may be anything up to ``cfg.max_history`` (positions count back from the newest
-        valid event). Slots where ``mask`` is False hold values nobody attends to.
-        """
-        mask = mask.bool()
-        newer = mask.flip(1).long().cumsum(1).flip(1) - mask.long()  # (B, L) valid events after
-        pos = torch.clamp(newer, max=self.cfg.max_history - 1)
-        x = (self.embed_items(items) + self.click_emb(clicks.long())
-             + self.gap_emb(gap_bucket(gaps, self.cfg.gap_buckets)) + self.pos_emb(pos))
-        x = torch.cat([self.no_history.expand(x.shape[0], 1, -1).to(x.dtype), x], dim=1)
-        h = self.encoder(x, src_key_padding_mask=self.padding(mask)) if self.cfg.layers else x
-        return self.enc_norm(h)
+    def encode_history(self, items, clicks, gaps, mask) -> HistoryState:
+        """(B, L) histories -> the :class:`HistoryState` every target reads."""
+        mask, clicks = mask.bool(), clicks.long()
+        buckets = gap_bucket(gaps, self.cfg.gap_buckets, self.cfg.gap_per_octave)
+        x = self.items(items) + self.click_emb(clicks) + self.gap_emb(buckets)
+        if self.encoder is not None:
+            x = self.encoder(x, src_key_padding_mask=~mask)
+            x = torch.where(mask[..., None], x, torch.zeros_like(x))
+        keys, values = self.kv(x).chunk(2, dim=-1)
+        bias = (self.time_bias[:, buckets] + self.click_bias[:, clicks]).permute(1, 0, 2)
+        log_valid = torch.zeros_like(mask, dtype=keys.dtype).masked_fill(~mask, float("-inf"))
+        state = HistoryState(self._split_heads(keys), self._split_heads(values), bias,
+                             log_valid[:, None, None, :], keys.new_zeros(0))
+        read, _ = _read(self.interest_query, state)  # (B, H, 1, d_h)
+        interest = self.interest(torch.cat(
+            [read.flatten(1), self.activity(activity(gaps, clicks, mask))], -1))
+        return state._replace(interest=interest)
 
-    @staticmethod
-    def padding(mask: torch.Tensor) -> torch.Tensor:
-        """(B, L) valid-event mask -> (B, L+1) key padding mask (True = ignore)."""
-        keep = torch.cat([torch.ones_like(mask[:, :1], dtype=torch.bool), mask.bool()], dim=1)
-        return ~keep
-
-    def interact(self, h, mask, targets) -> tuple[torch.Tensor, torch.Tensor]:
-        """H (B, L+1, d), mask (B, L), targets (B, T) int64 -> (emb (B, T, D), logit (B, T))."""
-        t = self.embed_items(targets) + self.target_type
-        q, pad = t, self.padding(mask)
-        for block in self.cross:
-            q = block(q, h, pad)
-        emb = self.head(torch.cat([q, t, q * t], dim=-1))
+    def interact(self, state: HistoryState, targets) -> tuple[torch.Tensor, torch.Tensor]:
+        """``state`` of B users, targets (B, T) int64 -> (emb (B, T, D), logit (B, T))."""
+        t, t_bias = self.items(targets), self.item_bias(targets)
+        read, intensity = _read(self._split_heads(self.query(t)), state)
+        read = self.attn_out(read.transpose(1, 2).flatten(2))  # (B, T, d)
+        user = state.interest[:, None, :].expand(-1, t.shape[1], -1)
+        features = torch.cat([read, t, user * t, read * t, intensity.transpose(1, 2), t_bias], -1)
+        emb = self.head(features)
         return emb, self.out(emb).squeeze(-1)
 
     def forward(self, items, clicks, gaps, mask, targets):
         """Shared-history path: encode each history once, score all its targets."""
-        return self.interact(self.encode_history(items, clicks, gaps, mask), mask, targets)
+        return self.interact(self.encode_history(items, clicks, gaps, mask), targets)
 
 
 def naive_interact(net: FoundationNet, items, clicks, gaps, mask, targets, chunk: int = 4096):

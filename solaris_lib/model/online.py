@@ -115,7 +115,8 @@ class FoundationEmbedder:
         for chunk in self._passes(counts):
             if not counts[chunk].any():
                 continue
-            hist = events.padded(lo[chunk], hi[chunk], now[chunk], self._length(hi[chunk] - lo[chunk]))
+            hist = events.history(lo[chunk], hi[chunk], now[chunk], self.cfg.max_history,
+                                  self.cfg.max_clicks)
             pairs = ranges(starts[chunk], counts[chunk])
             emb[pairs], logits[pairs] = self._run(hist, counts[chunk], item_ids[pairs], naive)
         return emb, logits
@@ -129,10 +130,6 @@ class FoundationEmbedder:
             if end == len(order) or (end + 1 - start) * counts[order[end]] > self.max_pairs_per_pass:
                 yield order[start:end]
                 start = end
-
-    def _length(self, sizes: np.ndarray) -> int:
-        """History slots of a batch: the longest history in it, capped at max_history (>= 1)."""
-        return int(min(self.cfg.max_history, max(1, int(sizes.max()) if len(sizes) else 1)))
 
     def _run(self, hist: dict, counts: np.ndarray, item_ids: np.ndarray, naive: bool):
         import torch

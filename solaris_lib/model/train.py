@@ -93,113 +93,264 @@ def to_tensors(batch: dict, device) -> dict:
     return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in batch.items()}
 
 
-def train_loop(net, cfg: FoundationConfig, train: Examples, *, rank: int = 0, world: int = 1,
-               device="cpu") -> None:
-    """Epochs of AdamW over request batches; rank ``r`` of ``world`` takes every world-th batch
-    (the same count on every rank, as DDP needs)."""
+def _forward(net, b: dict):
+    return net(b["items"], b["clicks"], b["gaps"], b["mask"], b["targets"])
+
+
+def validation_split(train: Examples, share: float) -> tuple[Examples, Examples | None]:
+    """(fit, validation): the newest ``share`` of the requests (by time) validate."""
+    if share <= 0 or len(train) < 2:
+        return train, None
+    cut = np.quantile(train.ts_us, 1 - share, method="higher")
+    fit_part, val = train.select(train.ts_us < cut), train.select(train.ts_us >= cut)
+    return (fit_part, val) if len(fit_part) and val.pairs else (train, None)
+
+
+def _schedule(cfg: FoundationConfig, steps: int):
+    """lr multiplier at step s: linear warm-up over ``warmup_share`` of the steps, then cosine
+    decay to 5 % of the peak at the last step."""
+    warm = max(1, int(cfg.warmup_share * steps))
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        done = min(1.0, (step - warm) / max(1, steps - warm))
+        return 0.05 + 0.95 * 0.5 * (1 + np.cos(np.pi * done))
+
+    return factor
+
+
+def _optimizer(net, cfg: FoundationConfig):
+    """AdamW over the trainable parameters: matrices and tables decay by ``weight_decay`` (a
+    hashed table's unused rows drift to zero), vectors (biases, norms) do not."""
     import torch
 
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    rng = np.random.default_rng(cfg.seed)
+    trainable = [p for p in net.parameters() if p.requires_grad]
+    decay = [p for p in trainable if p.dim() >= 2]
+    rest = [p for p in trainable if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": rest, "weight_decay": 0.0}], lr=cfg.lr)
+
+
+@dataclass
+class EpochStats:
+    epoch: int
+    train_loss: float
+    validation_loss: float | None
+    lr: float
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _epoch(net, opt, sched, cfg: FoundationConfig, train: Examples, rng, rank: int, world: int,
+           device) -> float:
+    """One pass over ``train`` (rank ``r`` of ``world`` takes every world-th batch, the same
+    count on every rank, as DDP needs); returns the mean training loss per request."""
+    import torch
+
+    order = rng.permutation(len(train))
+    batches = [order[i:i + cfg.batch_requests] for i in range(0, len(order), cfg.batch_requests)]
+    mine = batches[rank::world][: len(batches) // world] if len(batches) >= world else batches[:1]
     net.train()
-    for epoch in range(cfg.epochs):
-        order = rng.permutation(len(train))
-        batches = [order[i:i + cfg.batch_requests] for i in range(0, len(order), cfg.batch_requests)]
-        mine = (batches[rank::world][: len(batches) // world] if len(batches) >= world
-                else batches[:1])
-        started, last, seen, total = time.perf_counter(), time.perf_counter(), 0, 0.0
-        for rows in mine:
-            b = to_tensors(train.batch(rows, cfg.max_history), device)
-            _, logits = net(b["items"], b["clicks"], b["gaps"], b["mask"], b["targets"])
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits[b["tmask"]], b["labels"][b["tmask"]])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            seen, total = seen + len(rows), total + loss.item() * len(rows)
-            if time.perf_counter() - last > LOG_EVERY_S:
-                last = time.perf_counter()
-                log.info("epoch %d: %d/%d requests, %.0f examples/s, loss %.4f", epoch, seen,
-                         len(train) // world, seen / (last - started), total / seen)
-        elapsed = time.perf_counter() - started
-        log.info("epoch %d done (rank %d/%d): %d requests in %.1f s (%.0f examples/s), loss %.4f",
-                 epoch, rank, world, seen, elapsed, seen / max(elapsed, 1e-9), total / max(seen, 1))
+    started, last, seen, total = time.perf_counter(), time.perf_counter(), 0, 0.0
+    for rows in mine:
+        b = to_tensors(train.batch(rows, cfg.max_history, cfg.max_clicks), device)
+        _, logits = _forward(net, b)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            logits[b["tmask"]], b["labels"][b["tmask"]])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        seen, total = seen + len(rows), total + loss.item() * len(rows)
+        if time.perf_counter() - last > LOG_EVERY_S:
+            last = time.perf_counter()
+            log.info("%d/%d requests, %.0f requests/s, loss %.4f", seen, len(train) // world,
+                     seen / (last - started), total / seen)
+    return total / max(seen, 1)
 
 
-def fit(cfg: FoundationConfig, train: Examples, device=None):
-    """A trained :class:`FoundationNet` (single process, seeded: deterministic on CPU)."""
+class EarlyStopping:
+    """Keeps the weights of the epoch with the lowest validation loss; ``step`` says stop once
+    ``patience`` epochs in a row did not improve on it (without a validation loss: never stop,
+    keep the last weights)."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience, self.best, self.best_epoch, self.state, self.waited = patience, np.inf, 0, None, 0
+
+    def step(self, epoch: int, validation_loss: float | None, module) -> bool:
+        """Record one epoch; True when training should stop."""
+        import copy
+
+        if validation_loss is None or validation_loss < self.best:
+            self.best = self.best if validation_loss is None else validation_loss
+            self.best_epoch, self.waited = epoch, 0
+            self.state = copy.deepcopy(module.state_dict())
+            return False
+        self.waited += 1
+        return self.waited >= self.patience
+
+    def restore(self, module) -> None:
+        if self.state is not None:
+            module.load_state_dict(self.state)
+
+
+def train_loop(net, cfg: FoundationConfig, train: Examples, *, rank: int = 0, world: int = 1,
+               device="cpu") -> list[EpochStats]:
+    """Up to ``cfg.epochs`` epochs of AdamW with the warm-up/cosine schedule, scored on the
+    newest ``validation_share`` of ``train`` after each; stops after ``patience`` epochs
+    without improvement and leaves ``net`` at its best epoch. Returns the learning curve."""
+    import torch
+
+    fit_part, val = validation_split(train, cfg.validation_share)
+    steps = cfg.epochs * max(1, -(-len(fit_part) // cfg.batch_requests) // world)
+    opt = _optimizer(net, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg, steps))
+    rng = np.random.default_rng(cfg.seed)
+    module = getattr(net, "module", net)
+    curve, stopping = [], EarlyStopping(cfg.patience)
+    for epoch in range(1, cfg.epochs + 1):
+        started = time.perf_counter()
+        lr = opt.param_groups[0]["lr"]
+        train_loss = _epoch(net, opt, sched, cfg, fit_part, rng, rank, world, device)
+        val_loss = (metrics.log_loss_from_logits(val.t_labels, predict(module, val, device=device))
+                    if val is not None else None)
+        curve.append(EpochStats(epoch, train_loss, val_loss, lr, time.perf_counter() - started))
+        log.info("epoch %d/%d (rank %d/%d): train loss %.5f, validation log-loss %s, %.1f s",
+                 epoch, cfg.epochs, rank, world, train_loss,
+                 "-" if val_loss is None else f"{val_loss:.5f}", curve[-1].seconds)
+        if stopping.step(epoch, val_loss, module):
+            log.info("stopped after epoch %d: the best validation loss was epoch %d's", epoch,
+                     stopping.best_epoch)
+            break
+    stopping.restore(module)
+    return curve
+
+
+def best_epoch(curve: list[EpochStats]) -> int:
+    """The epoch whose weights training kept (the lowest validation loss, else the last)."""
+    scored = [c for c in curve if c.validation_loss is not None]
+    return min(scored, key=lambda c: c.validation_loss).epoch if scored else curve[-1].epoch
+
+
+def new_network(cfg: FoundationConfig, train: Examples, device="cpu"):
+    """A :class:`FoundationNet` ready to train on ``train``: seeded, output bias at the training
+    click rate, item rows pretrained on the training window's engagement pairs (and frozen when
+    ``cfg.freeze_items``)."""
     import torch
 
     from solaris_lib.model.network import FoundationNet
+    from solaris_lib.model.pretrain import pretrain_items
+
+    torch.manual_seed(cfg.seed)
+    net = FoundationNet(cfg)
+    net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
+    if cfg.pretrain_epochs and len(train):
+        rows = pretrain_items(cfg, train.events, int(train.ts_us.max()) + 1, device)
+        if rows is not None:
+            with torch.no_grad():
+                net.items.table.weight.copy_(rows)
+            net.items.table.weight.requires_grad_(not cfg.freeze_items)
+    return net
+
+
+def fit(cfg: FoundationConfig, train: Examples, device=None):
+    """(trained :class:`FoundationNet` on CPU, learning curve): single process, seeded
+    (deterministic on CPU)."""
+    import torch
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.manual_seed(cfg.seed)
-    net = FoundationNet(cfg).to(device)
-    train_loop(net, cfg, train, device=device)
-    return net.eval().cpu()
+    net = new_network(cfg, train, device)
+    curve = train_loop(net.to(device), cfg, train, device=device)
+    return net.eval().cpu(), curve
 
 
-def _distributed_worker(cfg: FoundationConfig, train: Examples) -> dict:
-    """Runs in each process started by TorchDistributor (torchrun env): DDP over gloo."""
+def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -> dict:
+    """Runs in each process started by TorchDistributor (torchrun env): DDP over NCCL on the
+    process's GPU (``LOCAL_RANK``), or over gloo on CPU."""
+    import os
+
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from solaris_lib.model.network import FoundationNet
-
-    dist.init_process_group("gloo")
+    dist.init_process_group("nccl" if use_gpu else "gloo")
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
-        torch.manual_seed(cfg.seed)
-        net = DistributedDataParallel(FoundationNet(cfg))
-        train_loop(net, cfg, train, rank=rank, world=world)
-        return {k: v.detach().numpy() for k, v in net.module.state_dict().items()}
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_gpu
+                              else "cpu")
+        net = new_network(cfg, train, device).to(device)
+        net = DistributedDataParallel(net, device_ids=[device.index] if use_gpu else None)
+        curve = train_loop(net, cfg, train, rank=rank, world=world, device=device)
+        return {"state": {k: v.detach().cpu().numpy()
+                          for k, v in net.module.state_dict().items()},
+                "curve": [c.as_dict() for c in curve]}
     finally:
         dist.destroy_process_group()
 
 
-def fit_distributed(cfg: FoundationConfig, train: Examples, processes: int):
-    """Train with ``processes`` DDP (gloo) workers started by Spark's TorchDistributor."""
+def fit_distributed(cfg: FoundationConfig, train: Examples, processes: int,
+                    use_gpu: bool | None = None):
+    """Train with ``processes`` DDP workers started by Spark's TorchDistributor, one GPU each
+    when ``use_gpu`` (default: when this machine's torch sees CUDA), else on CPU over gloo."""
     import torch
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from solaris_lib.model.network import FoundationNet
     from solaris_lib.sparkutil import get_spark
 
+    use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
     get_spark("solaris-train-foundation")  # the distributor needs an active session
-    state = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=False).run(
-        _distributed_worker, cfg, train)
+    out = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(
+        _distributed_worker, cfg, train, use_gpu)
     net = FoundationNet(cfg)
-    net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    return net.eval()
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in out["state"].items()})
+    return net.eval(), [EpochStats(**c) for c in out["curve"]]
 
 
-def predict(net, examples: Examples, max_history: int, batch: int = 512, device=None) -> np.ndarray:
-    """(pairs,) float64 logits in the order of ``examples.t_labels``."""
+def predict(net, examples: Examples, batch: int = 512, device=None,
+            embeddings: bool = False):
+    """(pairs,) float64 logits in the order of ``examples.t_labels``; with ``embeddings``,
+    (logits, (pairs, D) float32 interaction embeddings)."""
     import torch
 
     device = torch.device(device or "cpu")
+    cfg = net.cfg
+    was_training = net.training
     net = net.to(device).eval()
-    out = []
+    logits_out, emb_out = [], []
     with torch.inference_mode():
         for start in range(0, len(examples), batch):
             rows = np.arange(start, min(start + batch, len(examples)))
-            b = to_tensors(examples.batch(rows, max_history), device)
-            _, logits = net(b["items"], b["clicks"], b["gaps"], b["mask"], b["targets"])
-            out.append(logits[b["tmask"]].double().cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+            b = to_tensors(examples.batch(rows, cfg.max_history, cfg.max_clicks), device)
+            emb, logits = _forward(net, b)
+            logits_out.append(logits[b["tmask"]].double().cpu().numpy())
+            if embeddings:
+                emb_out.append(emb[b["tmask"]].float().cpu().numpy())
+    net.train(was_training)
+    logits = np.concatenate(logits_out) if logits_out else np.zeros(0)
+    if not embeddings:
+        return logits
+    return logits, (np.concatenate(emb_out) if emb_out else np.zeros((0, cfg.dim), np.float32))
 
 
 def _pair_users(examples: Examples) -> np.ndarray:
     return np.repeat(examples.user, np.diff(examples.t_offsets))
 
 
-def evaluate_baseline(train: Examples, held: Examples, seed: int) -> dict:
-    """Train the ID-only baseline on ``train``'s pairs and score ``held``'s."""
+def evaluate_baseline_logits(train: Examples, held: Examples, seed: int) -> np.ndarray:
+    """(held pairs,) logits of the ID-only baseline trained on ``train``'s pairs."""
     from solaris_lib.model.baseline import predict_baseline, train_baseline
 
     model = train_baseline(_pair_users(train), train.t_items, train.t_labels, seed=seed)
-    return metrics.summary(held.t_labels, predict_baseline(model, _pair_users(held), held.t_items))
+    return predict_baseline(model, _pair_users(held), held.t_items)
+
+
+def evaluate_baseline(train: Examples, held: Examples, seed: int) -> dict:
+    """Train the ID-only baseline on ``train``'s pairs and score ``held``'s."""
+    return metrics.summary(held.t_labels, evaluate_baseline_logits(train, held, seed))
 
 
 def split(examples: Examples, holdout_start) -> tuple[Examples, Examples]:
@@ -221,7 +372,7 @@ def compare_with_serving(model_root: str, held: Examples, new_loss: float) -> tu
     cfg, state = artefact.load_state(artefact.version_dir(model_root, serving))
     net = FoundationNet(cfg)
     net.load_state_dict(state)
-    old = metrics.summary(held.t_labels, predict(net, held, cfg.max_history))
+    old = metrics.summary(held.t_labels, predict(net, held))
     if new_loss <= old["log_loss"]:
         return True, (f"promoted: held-out log-loss {new_loss:.5f} <= serving {serving} "
                       f"{old['log_loss']:.5f}"), old
@@ -239,10 +390,10 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     cfg = request.config()
     train, held = split(load_examples(layout.logs, request.interval), request.holdout_start)
     started = time.perf_counter()
-    net = (fit_distributed(cfg, train, request.processes) if request.processes > 1
-           else fit(cfg, train))
+    net, curve = (fit_distributed(cfg, train, request.processes) if request.processes > 1
+                  else fit(cfg, train))
     train_s = time.perf_counter() - started
-    fm = metrics.summary(held.t_labels, predict(net, held, cfg.max_history))
+    fm = metrics.summary(held.t_labels, predict(net, held))
     base = evaluate_baseline(train, held, cfg.seed)
     log.info("held-out: FM log-loss %.5f AUC %.4f | ID-only log-loss %.5f AUC %.4f",
              fm["log_loss"], fm["roc_auc"], base["log_loss"], base["roc_auc"])
@@ -251,6 +402,7 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     promote, decision, old = compare_with_serving(model_root, held, fm["log_loss"])
     result = {"foundation": fm, "id_only": base, "train_requests": len(train),
               "train_pairs": train.pairs, "train_seconds": round(train_s, 3),
+              "best_epoch": best_epoch(curve), "learning_curve": [c.as_dict() for c in curve],
               "preset": request.preset, "processes": request.processes,
               "serving_at_training": {"version": artefact.serving_version(model_root), **old}}
     window = {"start": request.interval.start.isoformat(), "end": request.interval.end.isoformat(),

@@ -111,7 +111,7 @@ def test_some_non_finite_rows_are_rejected_and_counted(spark, served):
 
     rows = hash_items(torch.tensor([UNKNOWN_ITEM]), cfg.item_buckets, cfg.item_hashes)[0]
     state = {k: v.clone() for k, v in state.items()}
-    state["item_table.weight"][rows] = 1e30
+    state["items.table.weight"][rows] = 1e30
     artefact.write_version(root, "overflow-model", state, cfg, {}, {})
     report = run_inference(spark, settings, InferRequest(
         INFER, model_version="overflow-model", max_non_finite_share=1.0))

@@ -33,8 +33,9 @@ def _random_log(seed: int, with_positions: bool = True) -> pa.Table:
     return _log(rows)
 
 
-def _reference(table: pa.Table, max_history: int):
-    """Per-request (user, history items, history clicks, targets, labels) by brute force."""
+def _reference(table: pa.Table, recent: int, clicks: int):
+    """Per-request (user, history items, history clicks, targets, labels) by brute force: the
+    newest ``recent`` events before the request and the newest ``clicks`` clicks before them."""
     rows = table.to_pylist()
     has_positions = any(r["position"] is not None for r in rows)
     events = [r for r in rows if r["position"] is not None or not has_positions]
@@ -47,7 +48,9 @@ def _reference(table: pa.Table, max_history: int):
     for req in out.values():
         code = {None: 2, False: 0, True: 1}
         hist = sorted((e["ts"], e["item_id"], code[e["clicked"]]) for e in events
-                      if e["user_id"] == req["user"] and e["ts"] < req["ts"])[-max_history:]
+                      if e["user_id"] == req["user"] and e["ts"] < req["ts"])
+        older = [h for h in hist[:max(0, len(hist) - recent)] if h[2] == 1]
+        hist = (older[-clicks:] if clicks else []) + hist[-recent:]
         req["items"] = [h[1] for h in hist]
         req["clicks"] = [h[2] for h in hist]
         req["gaps"] = [(req["ts"] - h[0]).total_seconds() for h in hist]
@@ -55,11 +58,11 @@ def _reference(table: pa.Table, max_history: int):
     return out
 
 
-def _check_against_reference(table: pa.Table, max_history: int) -> None:
+def _check_against_reference(table: pa.Table, recent: int, clicks: int = 0) -> None:
     ex = build_examples(table)
-    ref = _reference(table, max_history)
+    ref = _reference(table, recent, clicks)
     assert len(ex) == len(ref) and ex.pairs == sum(len(r["t"]) for r in ref.values())
-    batch = ex.batch(np.arange(len(ex)), max_history)
+    batch = ex.batch(np.arange(len(ex)), recent, clicks)
     got = set()
     for i in range(len(ex)):
         m = batch["mask"][i]
@@ -75,13 +78,31 @@ def _check_against_reference(table: pa.Table, max_history: int) -> None:
 
 
 def test_examples_match_reference_with_positions():
-    _check_against_reference(_random_log(0), max_history=4)
+    _check_against_reference(_random_log(0), recent=4)
+
+
+def test_histories_add_older_clicks():
+    _check_against_reference(_random_log(0), recent=3, clicks=2)
+    _check_against_reference(_random_log(2), recent=1, clicks=5)
+
+
+def test_source_rows():
+    table = _random_log(3)
+    ex = build_examples(table)
+    rows = table.to_pylist()
+    for r in range(len(ex)):
+        lo, hi = ex.t_offsets[r], ex.t_offsets[r + 1]
+        source = [rows[i] for i in ex.t_rows[lo:hi]]
+        assert [s["item_id"] for s in source] == ex.t_items[lo:hi].tolist()
+        assert [float(s["clicked"]) for s in source] == ex.t_labels[lo:hi].tolist()
+        assert {s["request_id"] for s in source} == {source[0]["request_id"]}
+        assert all(s["user_id"] == ex.user[r] for s in source)
 
 
 def test_examples_match_reference_without_positions():
     table = _random_log(1, with_positions=False)
     table = table.set_column(4, "position", pa.nulls(len(table), pa.int32()))
-    _check_against_reference(table, max_history=50)
+    _check_against_reference(table, recent=50)
 
 
 def test_history_is_strictly_before_the_request():
@@ -91,7 +112,7 @@ def test_history_is_strictly_before_the_request():
         ("c", T0 + timedelta(hours=1), 1, 12, 0, True),  # same ts as b: not in b's history
     ])
     ex = build_examples(table)
-    batch = ex.batch(np.arange(len(ex)), 5)
+    batch = ex.batch(np.arange(len(ex)), 5, 5)
     hist = [sorted(batch["items"][i][batch["mask"][i]].tolist()) for i in range(len(ex))]
     assert hist == [[], [10], [10]]
 
@@ -116,7 +137,7 @@ def test_user_history_table_and_unknown_users():
     events = EventLists.from_user_history(table)
     now = np.full(3, int(asof.timestamp() * 1e6))
     lo, hi = events.history_bounds(np.array([7, 5, 3]), now)
-    out = events.padded(lo, hi, now, 2)
+    out = events.history(lo, hi, now, 2)
     assert out["mask"].tolist() == [[True, True], [False, False], [False, True]]
     assert out["items"][0].tolist() == [2, 3] and out["clicks"][0].tolist() == [2, 0]
     assert out["gaps"][0].tolist() == [23 * 3600.0, 22 * 3600.0]

@@ -93,3 +93,5 @@ def test_gap_buckets_are_log_minutes():
     gaps = torch.tensor([0.0, 59.0, 60.0, 180.0, 3600.0, -5.0, 1e12])
     expected = [0, 0, 1, 2, 5, 0, 7]  # floor(log2(1 + minutes)), clipped to 8 buckets
     assert gap_bucket(gaps, 8).tolist() == expected
+    quarter = [0, 3, 4, 8, 23, 0, 63]  # floor(4 log2(1 + minutes)), clipped to 64 buckets
+    assert gap_bucket(gaps, 64, per_octave=4).tolist() == quarter

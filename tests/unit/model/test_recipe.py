@@ -1,0 +1,131 @@
+"""The training recipe's parts: early stopping, the schedule, the validation slice, item
+pretraining on co-engagement, the recency baseline's features and fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from solaris_lib.model.config import FoundationConfig  # noqa: E402
+from solaris_lib.model.examples import EventLists, decayed_counts  # noqa: E402
+from solaris_lib.model.pretrain import engagement_pairs, pretrain_items  # noqa: E402
+from solaris_lib.model.recency import fit_logistic  # noqa: E402
+from solaris_lib.model.train import EarlyStopping, _schedule  # noqa: E402
+
+HOUR_US = 3_600_000_000
+
+
+def test_early_stopping_keeps_the_best_epoch_of_a_planted_curve():
+    module = torch.nn.Linear(1, 1)
+    stopping = EarlyStopping(patience=2)
+    curve = [0.50, 0.40, 0.45, 0.38, 0.39, 0.41, 0.30]  # best 0.38 at epoch 4, then 2 worse
+    stopped_at = None
+    for epoch, loss in enumerate(curve, start=1):
+        with torch.no_grad():
+            module.weight.fill_(float(epoch))  # the weights say which epoch made them
+        if stopping.step(epoch, loss, module):
+            stopped_at = epoch
+            break
+    assert stopped_at == 6 and stopping.best_epoch == 4 and stopping.best == 0.38
+    stopping.restore(module)
+    assert module.weight.item() == 4.0
+
+
+def test_without_validation_the_last_epoch_is_kept():
+    module = torch.nn.Linear(1, 1)
+    stopping = EarlyStopping(patience=1)
+    for epoch in (1, 2, 3):
+        with torch.no_grad():
+            module.weight.fill_(float(epoch))
+        assert not stopping.step(epoch, None, module)
+    stopping.restore(module)
+    assert stopping.best_epoch == 3 and module.weight.item() == 3.0
+
+
+def test_schedule_warms_up_then_decays_to_five_percent():
+    cfg = FoundationConfig.preset("test", warmup_share=0.1)
+    factor = _schedule(cfg, 100)
+    assert [round(factor(s), 6) for s in range(10)] == [round((s + 1) / 10, 6) for s in range(10)]
+    assert factor(10) == pytest.approx(1.0)
+    assert factor(55) == pytest.approx(0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert factor(100) == pytest.approx(0.05)
+    values = [factor(s) for s in range(10, 101)]
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+
+
+def _events(rows) -> EventLists:
+    """rows: (user, item, hour, click code)."""
+    users, items, hours, clicks = (np.array(c) for c in zip(*rows, strict=True))
+    return EventLists.from_events(users, items, hours * HOUR_US, clicks)
+
+
+def test_engagement_pairs_match_a_hand_count():
+    events = _events([
+        (1, 10, 0, 1), (1, 11, 1, 0), (1, 12, 2, 1), (1, 13, 9, 1),  # 13 is 7 h after 12
+        (1, 12, 10, 1),  # 12 again, 1 h after 13
+        (2, 20, 0, 1), (2, 20, 1, 1),  # the same item twice: no pair
+        (2, 21, 30, 1),  # after the cut
+    ])
+    a, b = engagement_pairs(events, before_us=20 * HOUR_US, window_s=6 * 3600, neighbors=2)
+    assert sorted(zip(a.tolist(), b.tolist(), strict=True)) == [(10, 12), (13, 12)]
+    # without clicks in the log, every event is an engagement
+    quiet = _events([(1, 10, 0, 2), (1, 11, 1, 2), (1, 12, 2, 2)])
+    a, b = engagement_pairs(quiet, before_us=10 * HOUR_US, window_s=6 * 3600, neighbors=1)
+    assert sorted(zip(a.tolist(), b.tolist(), strict=True)) == [(10, 11), (11, 12)]
+
+
+def test_pretraining_pulls_co_engaged_items_together():
+    """Two groups of items; each user clicks within one group: after pretraining, items of one
+    group are closer to each other than to the other group's."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for user in range(60):
+        group = user % 2
+        for k in range(20):
+            rows.append((user, 100 * group + int(rng.integers(0, 20)), k, 1))
+    cfg = FoundationConfig.preset("test", pretrain_epochs=6, pretrain_batch=128,
+                                  pretrain_lr=3e-2)
+    weights = pretrain_items(cfg, _events(rows), before_us=10**6 * HOUR_US)
+    from solaris_lib.model.network import hash_items
+
+    ids = torch.tensor([*range(20), *range(100, 120)])
+    vec = weights[hash_items(ids, cfg.item_buckets, cfg.item_hashes)].sum(-2)
+    vec = torch.nn.functional.normalize(vec, dim=-1)
+    sim = (vec @ vec.T).numpy()
+    same = np.add.outer(np.arange(40) < 20, np.arange(40) < 20) != 1
+    np.fill_diagonal(same, False)
+    across = np.add.outer(np.arange(40) < 20, np.arange(40) < 20) == 1
+    assert sim[same].mean() > sim[across].mean() + 0.5
+    unseen = hash_items(torch.tensor([5000, 5001]), cfg.item_buckets, cfg.item_hashes)
+    assert not weights[unseen].sum(-2).any()  # items pretraining never saw read zeros
+
+
+def test_pretraining_refuses_too_few_pairs():
+    cfg = FoundationConfig.preset("test")
+    assert pretrain_items(cfg, _events([(1, 10, 0, 1), (1, 11, 1, 1)]), 10 * HOUR_US) is None
+
+
+def test_decayed_counts_equal_the_formula():
+    events = _events([(1, 10, 0, 1), (1, 11, 2, 0), (1, 12, 5, 1), (2, 13, 1, 1)])
+    users = np.array([1, 1, 2, 3, 1])
+    ts = np.array([1, 6, 2, 9, 5]) * HOUR_US  # the last query: same time as an event (excluded)
+    half = 2 * 3600.0
+    got = decayed_counts(events, users, ts, half, clicks_only=True)
+    expected = [2 ** (-1 / 2), 2 ** (-6 / 2) + 2 ** (-1 / 2), 2 ** (-1 / 2), 0.0, 2 ** (-5 / 2)]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    every = decayed_counts(events, users, ts, half, clicks_only=False)
+    np.testing.assert_allclose(every[1], 2 ** -3 + 2 ** -2 + 2 ** (-1 / 2), rtol=1e-12)
+
+
+def test_logistic_fit_recovers_known_coefficients():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((20000, 2))
+    z = -1.0 + 1.5 * x[:, 0] - 0.5 * x[:, 1]
+    y = (rng.random(20000) < 1 / (1 + np.exp(-z))).astype(float)
+    model = fit_logistic(x, y, ridge=0.0)
+    probe = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(model.logits(probe), [-1.0, 0.5, -1.5], atol=0.08)
