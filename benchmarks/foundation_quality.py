@@ -98,7 +98,22 @@ def offset_share(emb: np.ndarray) -> float:
     return float(np.square(emb.mean(0)).sum() / np.square(emb).sum(1).mean())
 
 
-def evaluate(logs: str, preset: str, epochs: int | None, seed: int) -> dict:
+def overrides_of(pairs: list[str]) -> dict:
+    """``["layers=1", ...]`` -> typed FoundationConfig overrides (the ablations)."""
+    import dataclasses
+
+    types = {f.name: f.type for f in dataclasses.fields(FoundationConfig)}
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        kind = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true"),
+                "str": str}[str(types[key])]
+        out[key] = kind(value)
+    return out
+
+
+def evaluate(logs: str, preset: str, epochs: int | None, seed: int,
+             changes: dict | None = None) -> dict:
     """Every reference and the FM on the last day of the logs under ``logs``."""
     started = time.perf_counter()
     first, end = _span(logs)
@@ -108,7 +123,7 @@ def evaluate(logs: str, preset: str, epochs: int | None, seed: int) -> dict:
     log.info("%d training requests (%d pairs), %d held-out pairs", len(train), train.pairs,
              held.pairs)
     overrides = {"seed": seed} if epochs is None else {"seed": seed, "epochs": epochs}
-    cfg = FoundationConfig.preset(preset, **overrides)
+    cfg = FoundationConfig.preset(preset, **overrides, **(changes or {}))
     net, curve = fit(cfg, train)
     fm, emb = predict(net, held, embeddings=True)
     logits = {
@@ -174,6 +189,9 @@ def main() -> None:
     parser.add_argument("--preset", default="small")
     parser.add_argument("--epochs", type=int, default=None, help="most FM epochs (preset's)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a FoundationConfig field (an ablation), e.g. "
+                        "layers=1; repeatable")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     import torch
@@ -185,10 +203,10 @@ def main() -> None:
             world = WorldConfig(users=args.users, items=args.items, days=args.days,
                                 seed=args.seed)
             logs = Simulator(world).run(f"{work}/logs").out
-        figures = evaluate(logs, args.preset, args.epochs, seed=0)
+        figures = evaluate(logs, args.preset, args.epochs, seed=0, changes=overrides_of(args.set))
     print(json.dumps({"logs": args.logs or {"users": args.users, "items": args.items,
                                             "days": args.days, "seed": args.seed},
-                      "preset": args.preset, **figures}))
+                      "preset": args.preset, "overrides": args.set, **figures}))
 
 
 if __name__ == "__main__":

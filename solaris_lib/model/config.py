@@ -1,15 +1,16 @@
 """Size and feature settings of the foundation model (frozen dataclass, unknown keys rejected).
 
-Presets, from unit tests to "too expensive to serve online":
+Presets, from unit tests to "too expensive to serve online" (history = newest events + newest
+clicks before them):
 
-========= ======= ====== ===== =========== ==========================================
-preset    d_model layers heads max_history use
-========= ======= ====== ===== =========== ==========================================
-test      16      1      2     12          unit tests (milliseconds)
-small     48      1      4     40          demo and integration tests (trains in < 1 min)
-default   256     4      8     200         benchmarks; too slow to run inside a request
-large     512     6      8     200         scale-out experiments
-========= ======= ====== ===== =========== ==========================================
+========= ======= ====== ===== ========= ===========================================
+preset    d_model layers heads history   use
+========= ======= ====== ===== ========= ===========================================
+test      16      0      2     8 + 4     unit tests (milliseconds)
+small     48      0      4     48 + 32   CPU: demo, transfer report, integration tests
+default   128     2      4     128 + 64  GPU: benchmarks; too slow inside a request
+large     256     4      8     256 + 128 GPU: scale-out experiments
+========= ======= ====== ===== ========= ===========================================
 """
 
 from __future__ import annotations
@@ -50,14 +51,6 @@ class FoundationConfig:
     epochs: int = 8  # most epochs; training stops earlier when validation stops improving
     patience: int = 2  # epochs without a better validation loss before stopping
     validation_share: float = 0.1  # newest share of training requests held for validation
-    # item pretraining on co-engagement (pretrain.py); 0 epochs: item rows learn from clicks
-    pretrain_epochs: int = 5
-    pretrain_window_s: float = 6 * 3600.0  # two engagements closer than this are a pair
-    pretrain_neighbors: int = 8  # ... and at most this many engagements apart
-    pretrain_batch: int = 2048  # pairs per step (in-batch negatives)
-    pretrain_lr: float = 1e-2
-    pretrain_temperature: float = 0.1
-    freeze_items: bool = True  # keep the pretrained item rows fixed while the click model trains
     seed: int = 0
 
     @property
@@ -70,12 +63,10 @@ class FoundationConfig:
             raise ConfigError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
         for name in ("dim", "d_model", "layers", "heads", "max_history", "max_clicks",
                      "item_buckets", "item_hashes", "gap_buckets",
-                     "gap_per_octave", "batch_requests", "epochs", "patience", "pretrain_epochs",
-                     "pretrain_neighbors", "pretrain_batch"):
-            if getattr(self, name) < (0 if name in ("layers", "max_clicks", "pretrain_epochs")
-                                      else 1):
+                     "gap_per_octave", "batch_requests", "epochs", "patience"):
+            if getattr(self, name) < (0 if name in ("layers", "max_clicks") else 1):
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("pretrain_window_s", "pretrain_lr", "pretrain_temperature", "lr"):
+        for name in ("lr",):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("dropout", "warmup_share", "validation_share"):
@@ -108,7 +99,7 @@ class FoundationConfig:
 PRESETS: dict[str, FoundationConfig] = {
     "test": FoundationConfig(dim=8, d_model=16, heads=2, max_history=8, max_clicks=4,
                              item_buckets=1024, gap_buckets=16, dropout=0.0,
-                             batch_requests=64, epochs=2, pretrain_epochs=1, pretrain_batch=64),
+                             batch_requests=64, epochs=2),
     "small": FoundationConfig(d_model=48, max_history=48, max_clicks=32, item_buckets=1 << 15),
     "default": FoundationConfig(d_model=128, layers=2, heads=4, max_history=128, max_clicks=64,
                                 item_buckets=1 << 18, epochs=12),

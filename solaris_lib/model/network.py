@@ -129,7 +129,8 @@ class FoundationNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, heads = cfg.d_model, cfg.heads
-        self.items = HashedTable(cfg.item_buckets, d, cfg.item_hashes, std=0.1)
+        # zero rows: an item training never saw reads the zero "unknown item" vector
+        self.items = HashedTable(cfg.item_buckets, d, cfg.item_hashes, std=0.0)
         self.item_bias = HashedTable(cfg.item_buckets, 1, cfg.item_hashes, std=0.0)
         self.click_emb = nn.Embedding(3, d)
         self.gap_emb = nn.Embedding(cfg.gap_buckets, d)

@@ -235,24 +235,15 @@ def best_epoch(curve: list[EpochStats]) -> int:
     return min(scored, key=lambda c: c.validation_loss).epoch if scored else curve[-1].epoch
 
 
-def new_network(cfg: FoundationConfig, train: Examples, device="cpu"):
-    """A :class:`FoundationNet` ready to train on ``train``: seeded, output bias at the training
-    click rate, item rows pretrained on the training window's engagement pairs (and frozen when
-    ``cfg.freeze_items``)."""
+def new_network(cfg: FoundationConfig, train: Examples):
+    """A seeded :class:`FoundationNet` whose output bias starts at ``train``'s click rate."""
     import torch
 
     from solaris_lib.model.network import FoundationNet
-    from solaris_lib.model.pretrain import pretrain_items
 
     torch.manual_seed(cfg.seed)
     net = FoundationNet(cfg)
     net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
-    if cfg.pretrain_epochs and len(train):
-        rows = pretrain_items(cfg, train.events, int(train.ts_us.max()) + 1, device)
-        if rows is not None:
-            with torch.no_grad():
-                net.items.table.weight.copy_(rows)
-            net.items.table.weight.requires_grad_(not cfg.freeze_items)
     return net
 
 
@@ -262,7 +253,7 @@ def fit(cfg: FoundationConfig, train: Examples, device=None):
     import torch
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    net = new_network(cfg, train, device)
+    net = new_network(cfg, train)
     curve = train_loop(net.to(device), cfg, train, device=device)
     return net.eval().cpu(), curve
 
@@ -281,7 +272,7 @@ def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -
         rank, world = dist.get_rank(), dist.get_world_size()
         device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_gpu
                               else "cpu")
-        net = new_network(cfg, train, device).to(device)
+        net = new_network(cfg, train).to(device)
         net = DistributedDataParallel(net, device_ids=[device.index] if use_gpu else None)
         curve = train_loop(net, cfg, train, rank=rank, world=world, device=device)
         return {"state": {k: v.detach().cpu().numpy()

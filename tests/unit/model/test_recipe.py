@@ -1,5 +1,5 @@
-"""The training recipe's parts: early stopping, the schedule, the validation slice, item
-pretraining on co-engagement, the recency baseline's features and fit."""
+"""The training recipe's parts: early stopping, the schedule, the validation slice, the
+recency baseline's features and fit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.examples import EventLists, decayed_counts  # noqa: E402
-from solaris_lib.model.pretrain import engagement_pairs, pretrain_items  # noqa: E402
 from solaris_lib.model.recency import fit_logistic  # noqa: E402
 from solaris_lib.model.train import EarlyStopping, _schedule  # noqa: E402
 
@@ -61,52 +60,6 @@ def _events(rows) -> EventLists:
     """rows: (user, item, hour, click code)."""
     users, items, hours, clicks = (np.array(c) for c in zip(*rows, strict=True))
     return EventLists.from_events(users, items, hours * HOUR_US, clicks)
-
-
-def test_engagement_pairs_match_a_hand_count():
-    events = _events([
-        (1, 10, 0, 1), (1, 11, 1, 0), (1, 12, 2, 1), (1, 13, 9, 1),  # 13 is 7 h after 12
-        (1, 12, 10, 1),  # 12 again, 1 h after 13
-        (2, 20, 0, 1), (2, 20, 1, 1),  # the same item twice: no pair
-        (2, 21, 30, 1),  # after the cut
-    ])
-    a, b = engagement_pairs(events, before_us=20 * HOUR_US, window_s=6 * 3600, neighbors=2)
-    assert sorted(zip(a.tolist(), b.tolist(), strict=True)) == [(10, 12), (13, 12)]
-    # without clicks in the log, every event is an engagement
-    quiet = _events([(1, 10, 0, 2), (1, 11, 1, 2), (1, 12, 2, 2)])
-    a, b = engagement_pairs(quiet, before_us=10 * HOUR_US, window_s=6 * 3600, neighbors=1)
-    assert sorted(zip(a.tolist(), b.tolist(), strict=True)) == [(10, 11), (11, 12)]
-
-
-def test_pretraining_pulls_co_engaged_items_together():
-    """Two groups of items; each user clicks within one group: after pretraining, items of one
-    group are closer to each other than to the other group's."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for user in range(60):
-        group = user % 2
-        for k in range(20):
-            rows.append((user, 100 * group + int(rng.integers(0, 20)), k, 1))
-    cfg = FoundationConfig.preset("test", pretrain_epochs=6, pretrain_batch=128,
-                                  pretrain_lr=3e-2)
-    weights = pretrain_items(cfg, _events(rows), before_us=10**6 * HOUR_US)
-    from solaris_lib.model.network import hash_items
-
-    ids = torch.tensor([*range(20), *range(100, 120)])
-    vec = weights[hash_items(ids, cfg.item_buckets, cfg.item_hashes)].sum(-2)
-    vec = torch.nn.functional.normalize(vec, dim=-1)
-    sim = (vec @ vec.T).numpy()
-    same = np.add.outer(np.arange(40) < 20, np.arange(40) < 20) != 1
-    np.fill_diagonal(same, False)
-    across = np.add.outer(np.arange(40) < 20, np.arange(40) < 20) == 1
-    assert sim[same].mean() > sim[across].mean() + 0.5
-    unseen = hash_items(torch.tensor([5000, 5001]), cfg.item_buckets, cfg.item_hashes)
-    assert not weights[unseen].sum(-2).any()  # items pretraining never saw read zeros
-
-
-def test_pretraining_refuses_too_few_pairs():
-    cfg = FoundationConfig.preset("test")
-    assert pretrain_items(cfg, _events([(1, 10, 0, 1), (1, 11, 1, 1)]), 10 * HOUR_US) is None
 
 
 def test_decayed_counts_equal_the_formula():
