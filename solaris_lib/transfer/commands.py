@@ -16,11 +16,10 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
     "demo": ({"users": 1500, "items": 2000, "days": 6, "seed": 7},
              {"interval": "6h", "ranker_days": 1.0, "test_days": 1.0}),
     "default": ({"users": 2000, "items": 5000, "days": 14, "seed": 7},
-                {"interval": "12h", "ranker_days": 1.0, "test_days": 1.0, "lookback": "2d",
-                 "fm_days": 3.0, "fm_epochs": 1}),
+                {"interval": "12h", "ranker_days": 1.0, "test_days": 1.0, "lookback": "2d"}),
 }
-_OPTIONS = ("interval", "lookback", "scorer", "ranker_days", "test_days", "budget_per_user", "clusters", "fm_epochs",
-            "fm_days", "fm_preset", "seed", "threads")
+_OPTIONS = ("interval", "lookback", "scorer", "ranker_days", "test_days", "budget_per_user",
+            "clusters", "fm_epochs", "fm_days", "fm_preset", "seed", "threads")
 
 
 def register(subparsers) -> None:
@@ -44,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--test-days", type=float, help="held-out days at the end")
     p.add_argument("--budget-per-user", type=int, help="pairs speculated per user and interval")
     p.add_argument("--clusters", type=int, help="k-means item clusters of the fallback")
-    p.add_argument("--fm-epochs", type=int)
+    p.add_argument("--fm-epochs", type=int, help="most FM epochs (default: the preset's; the "
+                   "best validation epoch is kept)")
     p.add_argument("--fm-days", type=float, help="FM trains on this many days before the ranker "
                    "period (default: all of them)")
     p.add_argument("--fm-preset", help="foundation model preset (default small)")
@@ -86,7 +86,12 @@ def _report(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.sparkutil import spark_session
     from solaris_lib.transfer.experiment import run_experiment
-    from solaris_lib.transfer.output import coverage_table, transfer_table, write_outputs
+    from solaris_lib.transfer.output import (
+        coverage_table,
+        headline_line,
+        transfer_table,
+        write_outputs,
+    )
 
     world = None if args.logs else (args.simulate or "quick")
     config = experiment_config(args, world)
@@ -104,6 +109,7 @@ def _report(args) -> int:
     report["files"] = write_outputs(report, args.out)
     if not args.json:
         print(transfer_table(report))
+        print(headline_line(report))
         print(coverage_table(report))
         print(f"report in {report['files']['md']}")
     print(json.dumps(_headline(report), default=str))
@@ -111,10 +117,11 @@ def _report(args) -> int:
 
 
 def _headline(report: dict) -> dict:
-    keys = ("transfer_ratio_logloss", "transfer_ratio_auc", "transfer_ratio_logloss_fallback",
-            "transfer_ratio_auc_fallback", "coverage", "coverage_with_fallback",
-            "coverage_by_level", "miss_by_cause", "logloss", "auc", "exact_hit_auc", "exact_hit_auc_delta",
-            "solaris_beats_distilled",
-            "staleness_p50_min", "staleness_p99_min", "train_rows", "test_rows", "world",
-            "seconds", "files")
+    keys = ("transfer_ratio_logloss", "transfer_ratio_logloss_ci", "transfer_ratio_note",
+            "embedding_share", "embedding_share_ci", "fm_gain_over_plain", "transfer_ratio_auc",
+            "transfer_ratio_logloss_fallback", "transfer_ratio_auc_fallback", "coverage",
+            "coverage_with_fallback", "coverage_by_level", "miss_by_cause", "variants", "logloss",
+            "auc", "exact_hit_auc", "exact_hit_auc_delta", "solaris_over_distilled",
+            "solaris_beats_distilled", "staleness_p50_min", "staleness_p99_min", "train_rows",
+            "test_rows", "world", "seconds", "files")
     return {k: report.get(k) for k in keys}

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solaris_lib.fallback import Level
 
-VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback")
+VARIANTS = ("plain", "distilled", "solaris", "solaris_hit_only", "solaris_embedding_only",
+            "solaris_fallback")
 LEVELS = tuple(level.name.lower() for level in (Level.EXACT, Level.CLUSTER, Level.ITEM,
                                                 Level.MISS))  # the report's keys, finest first
 
@@ -63,7 +64,9 @@ class TransferConfig(BaseModel):
     clusters: int = Field(32, ge=2, description="k-means item clusters over the ALS item factors "
                           "(the infer job's SOLARIS_FALLBACK_CLUSTERS).")
     fm_preset: str = Field("small", description="Foundation model preset (solaris_lib.model).")
-    fm_epochs: int = Field(2, ge=1, description="Foundation model training epochs.")
+    fm_epochs: int | None = Field(
+        None, ge=1, description="Most foundation model epochs (None: the preset's; early "
+        "stopping keeps the best validation epoch).")
     fm_days: float | None = Field(
         None, gt=0, description="Train the FM on this many days before the ranker period only "
         "(None: every day before it); a CPU budget knob.")

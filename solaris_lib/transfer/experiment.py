@@ -6,8 +6,9 @@
    published, replayed by the pipeline's own stages (:class:`~solaris_lib.transfer.replay.Replay`),
    the rows' served levels and embeddings and serving-time features
    (:func:`~solaris_lib.transfer.features.interval_rows`).
-4. Train plain, distilled, solaris and solaris_fallback on the rows of ``[split, test_start)``
-   and score all of them and the FM served online on ``[test_start, end)``.
+4. Train every ranker variant (:data:`~solaris_lib.transfer.config.VARIANTS`) on the rows of
+   ``[split, test_start)`` and score them and the FM served online (raw, and recalibrated on
+   the ranker period) on ``[test_start, end)``, with paired bootstrap intervals over users.
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from solaris_lib.errors import ConfigError, EmptyInputError
+from solaris_lib.evaluation.bootstrap import (
+    bootstrap,
+    gap_share,
+    logloss_difference,
+    paired_auc_delta,
+    row_logloss,
+)
 from solaris_lib.fallback import Level
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.schema import timestamps_us
 from solaris_lib.model import metrics
-from solaris_lib.transfer.bootstrap import paired_auc_delta
 from solaris_lib.transfer.config import LEVELS, VARIANTS, TransferConfig
 from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
 from solaris_lib.transfer.ratio import transfer_ratios
@@ -82,7 +89,10 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     from solaris_lib.model.online import FoundationEmbedder
     from solaris_lib.model.train import fit
 
-    cfg = FoundationConfig.preset(config.fm_preset, epochs=config.fm_epochs, seed=config.seed)
+    overrides = {"seed": config.seed}
+    if config.fm_epochs is not None:
+        overrides["epochs"] = config.fm_epochs
+    cfg = FoundationConfig.preset(config.fm_preset, **overrides)
     first = split - timedelta(days=config.fm_days) if config.fm_days else None
     keep = examples.ts_us < int(split.timestamp() * 1e6)
     if first is not None:
@@ -91,7 +101,7 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     if not len(train):
         raise EmptyInputError(f"no labelled requests before {split} to train the FM")
     started = time.perf_counter()
-    net = fit(cfg, train, device="cpu")
+    net, _ = fit(cfg, train, device="cpu")
     log.info("FM (%s, %d epochs) trained on %d requests in %.1f s", config.fm_preset,
              cfg.epochs, len(train), time.perf_counter() - started)
     return FoundationEmbedder(net, f"transfer-{split:%Y%m%dT%H%M%SZ}", device="cpu",
@@ -112,7 +122,7 @@ def collect_rows(spark, logs_root: str, table, examples, fm, periods: Periods,
     from solaris_lib.model.train import predict
 
     period = examples.select(examples.ts_us >= int(periods.split.timestamp() * 1e6))
-    fm_logits = predict(fm.net, period, fm.cfg.max_history)
+    fm_logits = predict(fm.net, period)
     log_users = table.column("user_id").to_numpy()
     log_items = table.column("item_id").to_numpy()
     log_ts = timestamps_us(table.column("ts"))
@@ -185,12 +195,27 @@ def staleness(test: RankerRows, interval_starts_us: np.ndarray) -> dict:
             "staleness_p99_min": float(np.percentile(age, 99))}
 
 
+def calibrate_fm(train: RankerRows, test: RankerRows) -> np.ndarray:
+    """(N_test,) float64 FM logits recalibrated on the ranker period: ``a z + b`` fitted by
+    logistic regression on the training rows' (FM logit, click), as the ranker variants are
+    fitted on those rows too (Platt scaling; the ranking, so the AUC, is unchanged)."""
+    from solaris_lib.model.recency import fit_logistic
+
+    if len(train) == 0 or train.labels.min() == train.labels.max():
+        return np.asarray(test.fm_logit, np.float64)
+    model = fit_logistic(train.fm_logit[:, None], train.labels.astype(np.float64))
+    return model.logits(np.asarray(test.fm_logit, np.float64)[:, None])
+
+
 def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
-    """Train every variant on the training rows and score them and the FM on the test rows."""
+    """Train every variant on the training rows and score them and the FM on the test rows;
+    paired bootstrap intervals (users resampled) for every difference to ``plain`` and for the
+    transfer ratios."""
     from solaris_lib.transfer.ranker import train_ranker
 
     test = collected.test
-    scores = {"fm_online": test.fm_logit}
+    scores = {"fm_online": np.asarray(test.fm_logit, np.float64),
+              "fm_calibrated": calibrate_fm(collected.train, test)}
     trained = {}
     for variant in VARIANTS:
         trained[variant] = train_ranker(collected.train, variant, config.ranker)
@@ -206,9 +231,36 @@ def evaluate_variants(collected: Collected, config: TransferConfig) -> dict:
                              scores["solaris_fallback"][exact])
     return {"variants": results, "exact_hit_rows": on_level["exact"],
             "cluster_rows": on_level["cluster"], "item_rows": on_level["item"],
-            "exact_hit_auc_delta": guard,
+            "exact_hit_auc_delta": guard, "intervals": intervals(test, scores),
             "epochs": {v: t.epochs for v, t in trained.items()},
-            "ratios": {v: transfer_ratios(results, v) for v in VARIANTS if v != "plain"}}
+            "ratios": {v: transfer_ratios(results, v, fm=REFERENCE)
+                       for v in VARIANTS if v != "plain"}}
+
+
+REFERENCE = "fm_calibrated"  # the FM the ratios divide by: served online, recalibrated
+
+
+def intervals(test: RankerRows, scores: dict[str, np.ndarray]) -> dict:
+    """Paired bootstrap 95 % intervals over users: every model's log-loss gain over ``plain``
+    (``gain_over_plain``), the transfer ratio of each variant against the recalibrated FM, and
+    the embedding's share of the SOLARIS variant's gain."""
+    y, users, plain = test.labels, test.users, scores["plain"]
+    gains = {name: logloss_difference(y, plain, z, users)
+             for name, z in scores.items() if name != "plain"}
+    ratios = {v: gap_share(y, plain, scores[v], scores[REFERENCE], users)
+              for v in VARIANTS if v != "plain"}
+    values = np.stack([row_logloss(y, scores[n])
+                       for n in ("plain", "solaris_hit_only", "solaris")], 1)
+    embedding = bootstrap(values, users, _embedding_share)
+    over_distilled = logloss_difference(y, scores["distilled"], scores["solaris"], users)
+    return {"gain_over_plain": gains, "transfer_ratio": ratios, "embedding_share": embedding,
+            "solaris_over_distilled": over_distilled}
+
+
+def _embedding_share(m: np.ndarray) -> float | None:
+    """(L_hit_only - L_solaris) / (L_plain - L_solaris) from the mean log-losses (plain,
+    hit_only, solaris); None when solaris is not better than plain."""
+    return None if m[0] - m[2] <= 1e-12 else float((m[1] - m[2]) / (m[0] - m[2]))
 
 
 def save_collected(collected: Collected, fm_version: str, folder: str) -> None:
@@ -274,21 +326,56 @@ def run_experiment(spark, logs_root: str, config: TransferConfig,
     return report
 
 
+def _above_zero(ci: dict) -> bool:
+    return ci.get("low") is not None and ci["low"] > 0
+
+
+def headline(evaluation: dict) -> dict:
+    """The transfer ratio of the ``solaris`` variant with its interval, printed only when the
+    FM's own gain over ``plain`` has an interval above zero (else there is nothing to
+    transfer and ``transfer_ratio_note`` says so), and the embedding's share of its gain."""
+    ci = evaluation["intervals"]
+    fm_gain = ci["gain_over_plain"][REFERENCE]
+    ratio, share = ci["transfer_ratio"]["solaris"], ci["embedding_share"]
+    out = {"fm_gain_over_plain": fm_gain, "transfer_ratio_logloss": None,
+           "transfer_ratio_logloss_ci": None, "transfer_ratio_note": None,
+           "embedding_share": share["value"], "embedding_share_ci": [share["low"], share["high"]]}
+    if _above_zero(fm_gain):
+        out["transfer_ratio_logloss"] = ratio["value"]
+        out["transfer_ratio_logloss_ci"] = [ratio["low"], ratio["high"]]
+    else:
+        out["transfer_ratio_note"] = (
+            "no ratio: the FM's log-loss gain over plain is {value} with 95 % interval "
+            "[{low}, {high}], not above zero".format(**{k: _fmt_gain(fm_gain.get(k))
+                                                        for k in ("value", "low", "high")}))
+    return out
+
+
+def _fmt_gain(value) -> str:
+    return "n/a" if value is None else f"{value:+.5f}"
+
+
 def assemble(evaluation: dict, collected: Collected, periods: Periods, config: TransferConfig,
              fm_version: str) -> dict:
-    """The report's keys: headline ratios (the ``solaris`` variant), per-variant metrics, ..."""
-    v = evaluation["variants"]
-    solaris, fallback = evaluation["ratios"]["solaris"], evaluation["ratios"]["solaris_fallback"]
+    """The report's keys: headline ratio with its interval, per-variant metrics, coverage..."""
+    v, ci = evaluation["variants"], evaluation["intervals"]
+    fallback = evaluation["ratios"]["solaris_fallback"]
+    over_distilled = ci["solaris_over_distilled"]
+    variants = {name: {**m, "gain_over_plain": ci["gain_over_plain"].get(name),
+                       "transfer_ratio": ci["transfer_ratio"].get(name)}
+                for name, m in v.items()}
     return {
-        "transfer_ratio_logloss": solaris["logloss"], "transfer_ratio_auc": solaris["auc"],
+        **headline(evaluation),
+        "transfer_ratio_auc": evaluation["ratios"]["solaris"]["auc"],
         "transfer_ratio_logloss_fallback": fallback["logloss"],
         "transfer_ratio_auc_fallback": fallback["auc"],
-        "transfer_ratios": evaluation["ratios"],
+        "transfer_ratios": evaluation["ratios"], "reference": REFERENCE,
         **coverage_summary(collected.intervals, collected.test),
+        "variants": variants,
         "logloss": {name: m["logloss"] for name, m in v.items()},
         "auc": {name: m["auc"] for name, m in v.items()},
-        "solaris_beats_distilled": bool(v["solaris"]["logloss"] < v["distilled"]["logloss"]
-                                        and v["solaris"]["auc"] > v["distilled"]["auc"]),
+        "solaris_over_distilled": over_distilled,
+        "solaris_beats_distilled": _above_zero(over_distilled),
         "exact_hit_auc": {n: m["auc"] for n, m in evaluation["exact_hit_rows"].items()},
         "exact_hit_logloss": {n: m["logloss"] for n, m in evaluation["exact_hit_rows"].items()},
         "cluster_row_auc": {n: m["auc"] for n, m in evaluation["cluster_rows"].items()},

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ORDER = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
+ORDER = ("plain", "distilled", "solaris", "solaris_hit_only", "solaris_embedding_only",
+         "solaris_fallback", "fm_online", "fm_calibrated")
+COLORS = ("#888", "#c84", "#48c", "#8ac", "#46a", "#4a8", "#333", "#555")
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -16,19 +18,44 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+def _interval(ci: dict | None, digits: int = 5, signed: bool = True) -> str:
+    """``+0.01234 [+0.00100, +0.02000]`` from a bootstrap dict; n/a when undefined."""
+    if not ci or ci.get("value") is None:
+        return "n/a"
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    return f"{f.format(ci['value'])} [{f.format(ci['low'])}, {f.format(ci['high'])}]"
+
+
 def transfer_table(report: dict) -> str:
-    """Markdown table: log-loss, AUC and transfer ratios per variant."""
-    lines = ["| variant | log-loss | AUC | transfer (log-loss) | transfer (AUC) |",
-             "|---|---|---|---|---|"]
+    """Markdown table: log-loss, AUC, gain over plain and transfer ratio (95 % intervals)."""
+    lines = ["| variant | log-loss | AUC | log-loss gain over plain [95 % CI] "
+             "| transfer ratio (log-loss) [95 % CI] |", "|---|---|---|---|---|"]
+    variants = report.get("variants", {})
     for name in ORDER:
-        ratio = report["transfer_ratios"].get(name, {})
+        if name not in report["logloss"]:
+            continue
+        entry = variants.get(name, {})
+        ratio = ("1 (reference)" if name == report.get("reference")
+                 else _interval(entry.get("transfer_ratio"), 3, signed=False))
         if name == "plain":
-            ratio = {"logloss": 0.0, "auc": 0.0}
-        elif name == "fm_online":
-            ratio = {"logloss": 1.0, "auc": 1.0}
-        lines.append(f"| {name} | {_fmt(report['logloss'][name], 5)} | {_fmt(report['auc'][name])} "
-                     f"| {_fmt(ratio.get('logloss'), 3)} | {_fmt(ratio.get('auc'), 3)} |")
+            ratio = "0 (reference)"
+        lines.append(f"| {name} | {_fmt(report['logloss'][name], 5)} | "
+                     f"{_fmt(report['auc'][name])} | {_interval(entry.get('gain_over_plain'))} "
+                     f"| {ratio} |")
     return "\n".join(lines)
+
+
+def headline_line(report: dict) -> str:
+    """One sentence: the transfer ratio with its interval, or why there is none."""
+    if report.get("transfer_ratio_logloss") is None:
+        return f"Transfer ratio (log-loss): {report.get('transfer_ratio_note') or 'n/a'}."
+    low, high = report["transfer_ratio_logloss_ci"]
+    share = report.get("embedding_share")
+    share_ci = report.get("embedding_share_ci") or [None, None]
+    return (f"Transfer ratio (log-loss, solaris against the recalibrated FM): "
+            f"{report['transfer_ratio_logloss']:.3f}, 95 % interval [{low:.3f}, {high:.3f}]; "
+            f"the embedding's share of that gain (hit flag alone removed): {_fmt(share, 3)} "
+            f"[{_fmt(share_ci[0], 3)}, {_fmt(share_ci[1], 3)}].")
 
 
 def coverage_table(report: dict) -> str:
@@ -58,8 +85,10 @@ def markdown(report: dict) -> str:
         f"Periods: FM {report['periods']['fm']}, ranker {report['periods']['ranker']}, "
         f"held-out {report['periods']['test']}. Training rows {report['train_rows']}, held-out "
         f"rows {report['test_rows']} (CTR {_fmt(report['test_ctr'])}). FM {report['fm_version']}.",
-        "## Quality on the held-out period", transfer_table(report),
-        f"SOLARIS beats distillation on both log-loss and AUC: {report['solaris_beats_distilled']}.",
+        "## Quality on the held-out period", transfer_table(report), headline_line(report),
+        "SOLARIS's log-loss gain over distillation: "
+        f"{_interval(report.get('solaris_over_distilled'))} (beats it with an interval above "
+        f"zero: {report['solaris_beats_distilled']}).",
         "## Coverage", coverage_table(report),
         "Misses by cause (share of held-out logged rows): " + ", ".join(
             f"{cause.replace('_', ' ')} unknown {_fmt(share)}"
@@ -67,7 +96,7 @@ def markdown(report: dict) -> str:
         f"Staleness of served embeddings (minutes): p50 {_fmt(report['staleness_p50_min'], 1)}, "
         f"p99 {_fmt(report['staleness_p99_min'], 1)}.",
         "AUC on the held-out rows that had an exact hit: "
-        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER) + ".",
+        + ", ".join(f"{n} {_fmt(exact.get(n))}" for n in ORDER if n in exact) + ".",
         _guard_line(report.get("exact_hit_auc_delta")),
         "## Intervals", interval_table(report),
     ]) + "\n"
@@ -86,16 +115,16 @@ def plot(report: dict, out: str) -> str:
     """Bars of log-loss and AUC per variant and the coverage by level (PNG)."""
     from matplotlib.figure import Figure  # the object API: the caller's backend is untouched
 
-    fig = Figure(figsize=(13, 4), dpi=110)
+    fig = Figure(figsize=(15, 4.5), dpi=110)
     axes = fig.subplots(1, 3)
-    names = list(ORDER)
+    names = [n for n in ORDER if n in report["logloss"]]
     for ax, key in zip(axes[:2], ("logloss", "auc"), strict=True):
         values = [report[key][n] if report[key][n] is not None else 0.0 for n in names]
-        ax.bar(range(len(names)), values, color=["#888", "#c84", "#48c", "#4a8", "#333"])
+        ax.bar(range(len(names)), values, color=COLORS[:len(names)])
         lo, hi = min(values), max(values)
         pad = (hi - lo) * 0.5 + 1e-4
         ax.set_ylim(lo - pad, hi + pad)
-        ax.set_xticks(range(len(names)), names, rotation=25, fontsize=8)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
         ax.set_title("log-loss (lower is better)" if key == "logloss" else "AUC", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
     levels = report["coverage_by_level"]

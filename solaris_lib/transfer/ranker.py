@@ -4,12 +4,14 @@
 rows ``e`` (``id_dim`` + a bias column each) and dense serving-time inputs ``x`` (standardised
 on the training rows):
 
-============== ============================================================================
-plain          log1p(activity), log1p(popularity)
-distilled      the same inputs; target ``w * sigmoid(FM logit) + (1 - w) * click``
-solaris        + the cached interaction embedding (D) and the hit flag (zeros on a miss)
-solaris_fb     + the exact, cluster- or item-level embedding (D) and the level one-hot (4)
-============== ============================================================================
+====================== ====================================================================
+plain                  log1p(activity), log1p(popularity)
+distilled              the same inputs; target ``w * sigmoid(FM logit) + (1 - w) * click``
+solaris                + the cached interaction embedding (D) and the hit flag (zeros on a miss)
+solaris_hit_only       + the hit flag alone (the ablation: what speculation's choice carries)
+solaris_embedding_only + the cached embedding alone (zeros on a miss), no flag
+solaris_fallback       + the exact, cluster- or item-level embedding (D) and the level one-hot (4)
+====================== ====================================================================
 
 Training: Adam (SparseAdam for the id tables: a step touches only its batch's rows), seeded; the epoch count is chosen on the newest ``validation`` share of the
 training rows (log-loss against the click labels), then the model is refit on all of them.
@@ -35,8 +37,13 @@ def dense_inputs(rows: RankerRows, variant: str) -> np.ndarray:
     """(N, F) float32 dense inputs of ``variant`` (before standardisation)."""
     base = [np.log1p(rows.activity), np.log1p(rows.popularity)]
     cols = [np.stack(base, axis=1).astype(np.float32)]
+    hit = (rows.exact_level == Level.EXACT).astype(np.float32)[:, None]
     if variant == "solaris":
-        cols += [rows.exact_emb, (rows.exact_level == Level.EXACT).astype(np.float32)[:, None]]
+        cols += [rows.exact_emb, hit]
+    elif variant == "solaris_hit_only":
+        cols += [hit]
+    elif variant == "solaris_embedding_only":
+        cols += [rows.exact_emb]
     elif variant == "solaris_fallback":
         onehot = np.stack([rows.fallback_level == lv for lv in (Level.EXACT, Level.CLUSTER,
                                                                 Level.ITEM, Level.MISS)], axis=1)

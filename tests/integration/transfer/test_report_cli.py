@@ -13,9 +13,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180
 
 pytest.importorskip("torch")
 
-REQUIRED = ("transfer_ratio_logloss", "transfer_ratio_auc", "coverage", "coverage_with_fallback",
-            "logloss", "auc")
-VARIANTS = ("plain", "distilled", "solaris", "solaris_fallback", "fm_online")
+REQUIRED = ("transfer_ratio_logloss", "transfer_ratio_logloss_ci", "transfer_ratio_note",
+            "embedding_share", "fm_gain_over_plain", "transfer_ratio_auc", "coverage",
+            "coverage_with_fallback", "variants", "logloss", "auc")
+VARIANTS = ("plain", "distilled", "solaris", "solaris_hit_only", "solaris_embedding_only",
+            "solaris_fallback", "fm_online", "fm_calibrated")
 
 
 def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
@@ -31,10 +33,20 @@ def test_report_on_the_tiny_world(spark, tiny_world, tmp_path, capsys):
     for variant in VARIANTS:
         assert 0 < line["logloss"][variant] < 1
         assert 0 <= line["auc"][variant] <= 1
+        assert line["variants"][variant]["logloss"] == line["logloss"][variant]
+        if variant != "plain":
+            gain = line["variants"][variant]["gain_over_plain"]
+            assert gain["low"] <= gain["value"] <= gain["high"]
     assert 0 < line["coverage"] <= line["coverage_with_fallback"] <= 1
     assert math.isclose(sum(line["coverage_by_level"].values()), 1.0, rel_tol=1e-9)
-    for ratio in ("transfer_ratio_logloss", "transfer_ratio_auc"):
-        assert line[ratio] is None or math.isfinite(line[ratio])
+    fm_gain = line["fm_gain_over_plain"]
+    if fm_gain["low"] > 0:  # a ratio with its interval, else the reason there is none
+        low, high = line["transfer_ratio_logloss_ci"]
+        assert low <= line["transfer_ratio_logloss"] <= high
+    else:
+        assert line["transfer_ratio_logloss"] is None and "not above zero" in line[
+            "transfer_ratio_note"]
+    assert line["transfer_ratio_auc"] is None or math.isfinite(line["transfer_ratio_auc"])
     for name in ("report.md", "report.png", "report.json"):
         assert (tmp_path / name).stat().st_size > 0
     md = (tmp_path / "report.md").read_text()
