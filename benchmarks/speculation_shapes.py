@@ -11,7 +11,8 @@ user over the last 7 / 28 days of the history, at the same per-user budget, comp
 numpy from the logs alone (a check of the popular source that shares no code with it).
 
 Usage: ``.venv/bin/python benchmarks/speculation_shapes.py [--shapes a,b] [--size bench|test]
-[--seed 7]``. Progress lines on stderr; last line one JSON object:
+[--seed 7] [--scorer auto|RANKING]`` (``--scorer``: keep that ranking without validating, as
+``speculation-eval --scorer`` does). Progress lines on stderr; last line one JSON object:
 ``{"shapes": {name: {"coverage", "best_baseline", "selected", ...}}, "worst_margin"}``.
 """
 
@@ -67,7 +68,7 @@ def textbook_popularity(logs: Path, cutoff, lookback: timedelta, horizon: timede
     return out
 
 
-def run_shape(spark, name: str, size: str, seed: int, work: Path) -> dict:
+def run_shape(spark, name: str, size: str, seed: int, work: Path, scorer: str = "auto") -> dict:
     """Write the shape's logs, evaluate at each cutoff, pool the rows covered."""
     from solaris_lib.speculation.evaluate import EvalRequest, evaluate_speculation
 
@@ -80,7 +81,7 @@ def run_shape(spark, name: str, size: str, seed: int, work: Path) -> dict:
     for cutoff in spec.cutoffs:
         report = evaluate_speculation(spark, EvalRequest(
             str(logs), cutoff, spec.horizon, spec.lookback, budget_per_user=spec.budget_per_user,
-            budget_factor=spec.budget_factor))
+            budget_factor=spec.budget_factor, scorer=scorer))
         rows_known = report.get("future_rows_known") or 0
         known += rows_known
         ours += (report["coverage"] or 0.0) * rows_known
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes")
     parser.add_argument("--size", choices=("bench", "test"), default="bench")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scorer", default="auto",
+                        help="auto (validated choice) or a ranking to keep without validating")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark("solaris-bench-shapes", master=load_settings().spark_master)
     work = Path(tempfile.mkdtemp(prefix="solaris-shapes-"))
     try:
-        results = {name: run_shape(spark, name, args.size, args.seed, work)
+        results = {name: run_shape(spark, name, args.size, args.seed, work, args.scorer)
                    for name in args.shapes.split(",")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
