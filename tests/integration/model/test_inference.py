@@ -98,18 +98,17 @@ def test_missing_partition_is_a_clear_error(spark, served):
 
 
 def test_some_non_finite_rows_are_rejected_and_counted(spark, served):
-    """A model that overflows for one item: exactly the pairs that are not finite in fp16
-    (computed in-process on the per-pair path) are left out, and counted."""
+    """A model that overflows for one item of some users' histories: exactly the pairs that are
+    not finite in fp16 (computed in-process on the per-pair path) are left out, and counted."""
     import torch
 
-    from tests.integration.model.conftest import UNKNOWN_ITEM
+    from solaris_lib.model.network import hash_items
 
     settings, pairs, history, _ = served
     root = f"{settings.models_root}/foundation"
     cfg, state = artefact.load_state(artefact.version_dir(root, artefact.serving_version(root)))
-    from solaris_lib.model.network import hash_items
-
-    rows = hash_items(torch.tensor([UNKNOWN_ITEM]), cfg.item_buckets, cfg.item_hashes)[0]
+    item = history.column("item_ids")[0].as_py()[-1]  # in the first user's history
+    rows = hash_items(torch.tensor([item]), cfg.item_buckets, cfg.item_hashes)[0]
     state = {k: v.clone() for k, v in state.items()}
     state["items.table.weight"][rows] = 1e30
     artefact.write_version(root, "overflow-model", state, cfg, {}, {})

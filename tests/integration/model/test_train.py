@@ -12,7 +12,6 @@ pytest.importorskip("torch")
 from solaris_lib import cli  # noqa: E402
 from solaris_lib.config import load_settings  # noqa: E402
 from solaris_lib.errors import ConfigError, EmptyInputError  # noqa: E402
-from solaris_lib.intervals import Interval  # noqa: E402
 from solaris_lib.model import artefact  # noqa: E402
 from solaris_lib.model.train import TrainRequest, run_training  # noqa: E402
 from solaris_lib.storage import is_complete  # noqa: E402
@@ -83,18 +82,3 @@ def test_distributed_training_with_torch_distributor(spark, settings):
     assert 0 < report.metrics["foundation"]["log_loss"] < 1
     cfg, state = artefact.load_state(report.folder)
     assert all(bool(v.isfinite().all()) for v in state.values() if v.is_floating_point())
-
-
-@pytest.mark.slow
-def test_fm_beats_id_only_on_the_demo_world(tmp_path):
-    """On the demo world (1,500 users x 2,000 items x 6 days) the FM wins on both metrics."""
-    from solaris_lib.simulate.config import WorldConfig
-    from solaris_lib.simulate.world import Simulator
-
-    world = WorldConfig(users=1500, items=2000, days=6, seed=7)
-    Simulator(world).run(str(tmp_path / "logs"))
-    report = run_training(load_settings(data_root=str(tmp_path)), TrainRequest(
-        Interval(world.start, world.start + timedelta(days=6)), preset="small"))
-    fm, base = report.metrics["foundation"], report.metrics["id_only"]
-    assert fm["pairs"] == base["pairs"] > 10_000
-    assert fm["log_loss"] < base["log_loss"] and fm["roc_auc"] > base["roc_auc"] + 0.01
