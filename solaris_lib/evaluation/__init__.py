@@ -1,2 +1,2 @@
-"""Metrics of DESIGN.md, defined once and reused by every stage and report: speculation
+"""Metrics of docs/design.md, defined once and reused by every stage and report: speculation
 quality (``speculation``), serving quality (``serving``) and plots."""

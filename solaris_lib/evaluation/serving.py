@@ -1,5 +1,5 @@
 """Serving metrics of one precompute cycle: how well the version published from interval t
-served the requests of interval t+1 (DESIGN.md "Metrics").
+served the requests of interval t+1 (docs/design.md, "Metrics").
 
 The run for interval ``t+1`` scores the embeddings partition of ``t`` (what ``publish`` loaded
 into the cache at the end of run ``t``) against the request logs of ``t+1``:

@@ -1,6 +1,6 @@
 """Coverage and waste of a set of precomputed pairs against the logs that followed (Spark).
 
-Definitions (DESIGN.md "Metrics"), for precomputed pairs P and the log rows R of the following
+Definitions (docs/design.md, "Metrics"), for precomputed pairs P and the log rows R of the following
 window, "known" users being those seen in the history before it:
 
 =========================== =======================================================================

@@ -1,4 +1,4 @@
-"""The request-log contract (DESIGN.md): one row per (request, candidate item) the ranker scored.
+"""The request-log contract (docs/design.md): one row per (request, candidate item) the ranker scored.
 
 =========== ======================== ==============================================
 column      type                     meaning

@@ -1,4 +1,4 @@
-"""The transfer ratio (DESIGN.md): the share of the foundation model's gain the small model keeps.
+"""The transfer ratio (docs/design.md): the share of the foundation model's gain the small model keeps.
 
 For a loss (lower is better), ``(L_plain - L_x) / (L_plain - L_fm)``. For a score where higher
 is better (AUC) the same share is ``(A_x - A_plain) / (A_fm - A_plain)``, which is the identical
