@@ -6,7 +6,8 @@ items each. The shared path encodes each history once and lets its targets atten
 naive path re-encodes the history for every pair. Also measured: one user's 200-item online
 call (the reason the model cannot be served inside a request). ``max_abs_diff`` compares the
 two paths' fp32 embeddings (on CUDA both paths also run under bf16 autocast and the fp32
-difference is measured separately). Last line: one JSON object.
+difference is measured separately). ``flops_per_pair``: the shared path's FLOPs per pair, as
+torch counts them (what a GPU's rate can be estimated from). Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def timed(fn, repeats: int, device) -> tuple[float, object]:
     return best, out
 
 
+def flops_per_pair(net, x, pairs: int) -> float:
+    """FLOPs of one shared-path forward over ``x`` per pair (torch's counter: matmuls and
+    attention, 2 per multiply-add), independent of the device that will run it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        net(*x)
+    return counter.get_total_flops() / pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="default")
@@ -82,6 +93,7 @@ def main() -> None:
             f"max_abs_diff{suffix}": float((emb_s.float() - emb_n.float()).abs().max()),
             f"online_200_items_ms{suffix}": round(online_s * 1e3, 2),
         })
+    result["flops_per_pair"] = round(flops_per_pair(net, x, pairs))
     result["embedding_abs_max"] = float(np.abs(emb_s.float().cpu().numpy()).max())
     result["targets_met"] = result["speedup"] >= 5 and result["max_abs_diff"] <= 1e-4
     print(json.dumps(result))
