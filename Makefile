@@ -12,11 +12,12 @@ PYTEST_ARGS ?=
 # xdist workers for make test (0: one process, e.g. to debug with pdb)
 PYTEST_WORKERS ?= 2
 
-.PHONY: help venv test test-fast demo lint bench dist clean airflow-up airflow-down spark-up spark-down redis-up redis-down
+.PHONY: help venv test test-unit test-fast demo lint bench dist clean airflow-up airflow-down spark-up spark-down redis-up redis-down
 
 help:
 	@echo "make demo   - simulate a world and run SOLARIS end to end (prints the summary)"
 	@echo "make test   - run the full test suite"
+	@echo "make test-unit - the unit tests alone (no Redis, Spark or Airflow)"
 	@echo "make lint   - ruff"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make airflow-up|airflow-down  - local Airflow UI + scheduler on 127.0.0.1"
@@ -28,6 +29,10 @@ venv:
 
 test: venv
 	@infra/services.sh $(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# unit tests only: no Redis, Spark or Airflow needed
+test-unit: venv
+	@$(PY) -m pytest -n $(PYTEST_WORKERS) tests/unit $(PYTEST_ARGS)
 
 test-fast: venv
 	@infra/services.sh $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
