@@ -123,7 +123,12 @@ def _read(query: torch.Tensor, state: HistoryState) -> tuple[torch.Tensor, torch
 
 
 class FoundationNet(nn.Module):
-    """Target-aware sequence model producing (B, T, D) interaction embeddings and (B, T) logits."""
+    """Target-aware sequence model producing (B, T, D) interaction embeddings and (B, T) logits.
+
+    Implements :class:`~solaris_lib.model.contract.InteractionModel`: ``encode`` is
+    :meth:`encode_history`, ``embed`` is :meth:`interact`; ``version`` is set by the loader."""
+
+    version = "unversioned"
 
     def __init__(self, cfg: FoundationConfig) -> None:
         super().__init__()
@@ -199,9 +204,35 @@ class FoundationNet(nn.Module):
         emb = self.head(features)
         return emb, self.out(emb).squeeze(-1)
 
+    @property
+    def dim(self) -> int:
+        return self.cfg.dim
+
+    @property
+    def max_history(self) -> int:
+        return self.cfg.max_history
+
+    @property
+    def max_clicks(self) -> int:
+        return self.cfg.max_clicks
+
+    def encode(self, items, clicks, gaps, mask) -> HistoryState:
+        """The contract's ``encode``: :meth:`encode_history`."""
+        return self.encode_history(items, clicks, gaps, mask)
+
+    def embed(self, state: HistoryState, targets) -> tuple[torch.Tensor, torch.Tensor]:
+        """The contract's ``embed``: :meth:`interact` (emb (B, T, D), logit (B, T))."""
+        return self.interact(state, targets)
+
     def forward(self, items, clicks, gaps, mask, targets):
         """Shared-history path: encode each history once, score all its targets."""
         return self.interact(self.encode_history(items, clicks, gaps, mask), targets)
+
+
+def foundation_net(config: dict) -> FoundationNet:
+    """The artefact factory (``solaris_lib.model.network:foundation_net``): a freshly
+    initialised network of a ``config.json`` (:meth:`FoundationConfig.to_dict`)."""
+    return FoundationNet(FoundationConfig.from_dict(config))
 
 
 def naive_interact(net: FoundationNet, items, clicks, gaps, mask, targets, chunk: int = 4096):
