@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from solaris_lib.errors import ConfigError, validation_problems
+from solaris_lib.model.contract import SHIPPED_FACTORIES, parse_factories
 
 
 class SolarisSettings(BaseSettings):
@@ -105,6 +106,14 @@ class SolarisSettings(BaseSettings):
         "(trains on CPU in minutes), default (the benchmark size, too expensive to serve "
         "online; use a GPU), large.",
     )
+    model_factories: str = Field(
+        default=",".join(SHIPPED_FACTORIES),
+        description="Comma-separated `module:callable` model factories that model artefacts "
+        "may name in their manifest.json; an artefact naming another one is refused (a "
+        "ConfigError). Default: the shipped models (the foundation model and the two-tower "
+        "model). See docs/models.md.",
+    )
+
     speculate_budget_per_user: int = Field(
         default=200, ge=1,
         description="Pairs the speculate task keeps per user for the next interval.",
@@ -164,6 +173,17 @@ class SolarisSettings(BaseSettings):
         if value is None or "://" in value:
             return value
         return str(Path(value).expanduser().resolve())
+
+    @field_validator("model_factories")
+    @classmethod
+    def _factory_names(cls, value: str) -> str:
+        parse_factories(value)
+        return value
+
+    @property
+    def allowed_model_factories(self) -> tuple[str, ...]:
+        """``model_factories`` as a tuple of ``module:callable`` names."""
+        return parse_factories(self.model_factories)
 
     @property
     def models_root(self) -> str:

@@ -142,8 +142,10 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     n_items = write_partition(items_df, layout.output(EMBEDDINGS, interval, ITEM_CLUSTERS),
                               ["item_id"])
     folder, version = artefact.resolve(layout.model(MODEL_NAME), model_version)
+    factories = settings.allowed_model_factories
+    artefact.check_factory(folder, factories)
     embed = EmbedBatches(folder, version, int(interval.end.timestamp() * 1_000_000),
-                         batch_users, threads)
+                         batch_users, threads, factories)
     out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives)
     rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
                            ["user_id", "cluster_id"])

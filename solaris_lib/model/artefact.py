@@ -1,8 +1,12 @@
 """Versioned model artefacts and the ``serving.json`` pointer (no Spark).
 
 A version folder ``<model root>/v=<interval key>-<hash8>/`` holds ``weights.pt`` (the state
-dict), ``config.json`` (:class:`FoundationConfig`), ``metrics.json`` and ``window.json`` (the
-training and held-out windows). The hash covers the weights and the config, so a deterministic
+dict), ``config.json`` (the model's config, e.g. :class:`FoundationConfig`), ``manifest.json``
+(``{"factory": "module:callable"}``: the implementation that builds the model from
+``config.json``; folders written before it existed read as the built-in foundation model),
+``metrics.json`` and ``window.json`` (the training and held-out windows). :func:`load_model`
+builds any allowed :class:`~solaris_lib.model.contract.InteractionModel` from a folder: weights
+load with ``weights_only=True`` (never unpickled) and must match the model's keys and shapes. The hash covers the weights and the config, so a deterministic
 rerun names the same version. ``<model root>/serving.json`` = ``{"version": ...}`` names the
 version that inference serves.
 """
@@ -17,15 +21,22 @@ from dataclasses import dataclass
 from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.layout import join
 from solaris_lib.model.config import FoundationConfig
+from solaris_lib.model.contract import FOUNDATION_FACTORY, SHIPPED_FACTORIES
 from solaris_lib.storage import atomic_folder, exists, filesystem, is_complete
 
-WEIGHTS, CONFIG, METRICS, WINDOW, SERVING = (
-    "weights.pt", "config.json", "metrics.json", "window.json", "serving.json")
+WEIGHTS, CONFIG, MANIFEST, METRICS, WINDOW, SERVING = (
+    "weights.pt", "config.json", "manifest.json", "metrics.json", "window.json", "serving.json")
 _VERSION_DIR = re.compile(r"(?:^|/)v=([A-Za-z0-9_.+-]+)/?$")
 
 
 class ModelNotFoundError(SolarisError):
     """No model version where one was asked for (missing folder, no serving version)."""
+
+    exit_code = 2
+
+
+class ArtefactMismatchError(SolarisError):
+    """The weights of a version folder do not fit the model its manifest names."""
 
     exit_code = 2
 
@@ -46,7 +57,7 @@ def read_json(path: str) -> dict:
     return json.loads(_read_text(path))
 
 
-def weights_digest(state: dict, cfg: FoundationConfig) -> str:
+def weights_digest(state: dict, cfg) -> str:
     """8 hex of a hash over the config and every tensor's name, shape, dtype and bytes."""
     h = hashlib.blake2b(digest_size=4)
     h.update(cfg.to_json().encode())
@@ -61,9 +72,10 @@ def version_dir(model_root: str, version: str) -> str:
     return join(model_root, f"v={version}")
 
 
-def write_version(model_root: str, version: str, state: dict, cfg: FoundationConfig,
-                  metrics: dict, window: dict) -> str:
-    """Write one version folder atomically (replacing a previous copy); returns its path."""
+def write_version(model_root: str, version: str, state: dict, cfg, metrics: dict, window: dict,
+                  *, factory: str = FOUNDATION_FACTORY) -> str:
+    """Write one version folder atomically (replacing a previous copy); returns its path.
+    ``cfg`` has ``to_json()``; ``factory`` (``module:callable``) builds the model from it."""
     import io
 
     import torch
@@ -76,24 +88,111 @@ def write_version(model_root: str, version: str, state: dict, cfg: FoundationCon
         with fs.open_output_stream(inner) as stream:
             stream.write(buf.getvalue())
         _write_text(join(staging, CONFIG), cfg.to_json())
+        _write_text(join(staging, MANIFEST), json.dumps({"factory": factory}, indent=2))
         _write_text(join(staging, METRICS), json.dumps(metrics, sort_keys=True, indent=2))
         _write_text(join(staging, WINDOW), json.dumps(window, sort_keys=True, indent=2))
     return final
 
 
-def load_state(folder: str) -> tuple[FoundationConfig, dict]:
-    """(config, state dict on CPU) of a version folder."""
+def _load_weights(folder: str) -> dict:
+    """The state dict of ``weights.pt`` on CPU: tensors only (``weights_only=True``)."""
     import io
 
     import torch
 
-    if not is_complete(folder):
-        raise ModelNotFoundError(f"no complete model version at {folder}")
-    cfg = FoundationConfig.from_dict(read_json(join(folder, CONFIG)))
     fs, inner = filesystem(join(folder, WEIGHTS))
     with fs.open_input_stream(inner) as stream:
-        state = torch.load(io.BytesIO(stream.read()), map_location="cpu", weights_only=True)
-    return cfg, state
+        try:
+            state = torch.load(io.BytesIO(stream.read()), map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises UnpicklingError / RuntimeError variants
+            raise ArtefactMismatchError(f"{folder}/{WEIGHTS} is not a plain state dict of "
+                                        f"tensors: {err}") from err
+    if not isinstance(state, dict):
+        raise ArtefactMismatchError(f"{folder}/{WEIGHTS} holds a {type(state).__name__}, not "
+                                    "a state dict")
+    return state
+
+
+def load_state(folder: str) -> tuple[FoundationConfig, dict]:
+    """(config, state dict on CPU) of a foundation-model version folder."""
+    if not is_complete(folder):
+        raise ModelNotFoundError(f"no complete model version at {folder}")
+    return FoundationConfig.from_dict(read_json(join(folder, CONFIG))), _load_weights(folder)
+
+
+def manifest(folder: str) -> dict:
+    """``manifest.json`` of a version folder; ``{"factory": FOUNDATION_FACTORY}`` for folders
+    written before manifests existed."""
+    path = join(folder, MANIFEST)
+    return read_json(path) if exists(path) else {"factory": FOUNDATION_FACTORY}
+
+
+def _factory(name: str, allowed):
+    import importlib
+
+    if name not in allowed:
+        raise ConfigError(
+            f"model factory {name!r} is not allowed; allowed: {', '.join(allowed) or 'none'} "
+            "(add it to SOLARIS_MODEL_FACTORIES to load it)")
+    module, _, attr = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"model factory {name!r} cannot be imported: {err}") from err
+
+
+def check_factory(folder: str, factories) -> str:
+    """The factory ``folder``'s manifest names; :class:`ConfigError` unless it is allowed."""
+    name = manifest(folder).get("factory", FOUNDATION_FACTORY)
+    if name not in tuple(factories):
+        _factory(name, tuple(factories))
+    return name
+
+
+def check_state(model, state: dict, where: str) -> None:
+    """Raise :class:`ArtefactMismatchError` naming every missing, unexpected or mis-shaped key
+    of ``state`` against ``model.state_dict()``."""
+    want = model.state_dict()
+    missing = sorted(set(want) - set(state))
+    unexpected = sorted(set(state) - set(want))
+    shapes = [f"{k}: weights {tuple(state[k].shape)}, model {tuple(want[k].shape)}"
+              for k in sorted(set(want) & set(state))
+              if not hasattr(state[k], "shape") or tuple(state[k].shape) != tuple(want[k].shape)]
+    problems = [f"missing {missing}" if missing else "",
+                f"unexpected {unexpected}" if unexpected else "",
+                f"wrong shapes [{'; '.join(shapes)}]" if shapes else ""]
+    if any(problems):
+        raise ArtefactMismatchError(
+            f"the weights of {where} do not fit the model its manifest names: "
+            + ", ".join(p for p in problems if p))
+
+
+def load_model(folder: str, version: str | None = None, *,
+               factories=SHIPPED_FACTORIES):
+    """The :class:`~solaris_lib.model.contract.InteractionModel` of a version folder, on CPU in
+    ``eval()`` mode, its ``version`` set (default: the folder's ``v=`` name).
+
+    ``factories``: the allowed ``module:callable`` names (the ``SOLARIS_MODEL_FACTORIES``
+    setting); a manifest naming another one is a :class:`ConfigError`, weights that do not fit
+    the built model an :class:`ArtefactMismatchError`."""
+    from solaris_lib.model.contract import InteractionModel
+
+    if not is_complete(folder):
+        raise ModelNotFoundError(f"no complete model version at {folder}")
+    name = manifest(folder).get("factory", FOUNDATION_FACTORY)
+    model = _factory(name, tuple(factories))(read_json(join(folder, CONFIG)))
+    if not isinstance(model, InteractionModel):
+        raise ConfigError(f"model factory {name!r} built a {type(model).__name__}, which lacks "
+                          "the InteractionModel contract (dim, version, max_history, "
+                          "max_clicks, encode, embed, to, eval)")
+    state = _load_weights(folder)
+    check_state(model, state, folder)
+    model.load_state_dict(state)
+    if version is None:
+        match = _VERSION_DIR.search(folder.rstrip("/"))
+        version = match.group(1) if match else folder.rstrip("/").rsplit("/", 1)[-1]
+    model.version = version
+    return model.eval()
 
 
 def serving_version(model_root: str) -> str | None:

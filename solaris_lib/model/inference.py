@@ -3,8 +3,10 @@
 Reads ``speculated/interval=KEY`` (user_id, item_id, score, sources) and
 ``mined/user_history/interval=KEY`` (docs/pipeline.md), groups the pairs by user, joins each
 user's history (users without a history row get the empty history), and runs the model in
-``mapInArrow``: the model is loaded once per Python worker and every user's history is
-encoded once for all of its items. CUDA with bf16 autocast when a GPU is present, CPU fp32
+``mapInArrow``: the model is loaded once per Python worker (through the factory its artefact's
+manifest names, if ``SOLARIS_MODEL_FACTORIES`` allows it: any
+:class:`~solaris_lib.model.contract.InteractionModel`) and every user's history is encoded once
+for all of its items. CUDA with bf16 autocast when a GPU is present, CPU fp32
 otherwise. Writes ``embeddings/interval=KEY`` atomically::
 
     user_id int64, item_id int64, model_version string, embedding binary (dim x fp16, LE)
@@ -85,7 +87,7 @@ class InferReport:
 _MODELS: dict[str, object] = {}
 
 
-def _embedder(folder: str, version: str, threads: int):
+def _embedder(folder: str, version: str, threads: int, factories: tuple[str, ...]):
     """The worker's model, loaded once per (Python worker, version folder)."""
     if folder not in _MODELS:
         import torch
@@ -93,7 +95,7 @@ def _embedder(folder: str, version: str, threads: int):
         from solaris_lib.model.online import FoundationEmbedder
 
         torch.set_num_threads(threads)
-        _MODELS[folder] = FoundationEmbedder.load(folder, version=None)
+        _MODELS[folder] = FoundationEmbedder.load(folder, version=None, factories=factories)
     return _MODELS[folder]
 
 
@@ -107,9 +109,10 @@ class EmbedBatches:
     asof_us: int
     batch_users: int
     threads: int
+    factories: tuple[str, ...]  # allowed model factories (SOLARIS_MODEL_FACTORIES)
 
     def __call__(self, batches):
-        model = _embedder(self.folder, self.version, self.threads)
+        model = _embedder(self.folder, self.version, self.threads, self.factories)
         for batch in batches:
             for start in range(0, batch.num_rows, self.batch_users):
                 yield self.embed(model, batch.slice(start, self.batch_users))
@@ -172,10 +175,12 @@ def run_inference(spark, settings: SolarisSettings, request: InferRequest) -> In
     spec = _require(layout.output(SPECULATED, request.interval), "speculated")
     hist = _require(layout.output(MINED, request.interval, USER_HISTORY), "user history")
     folder, version = artefact.resolve(layout.model(MODEL_NAME), request.model_version)
+    factories = settings.allowed_model_factories
+    artefact.check_factory(folder, factories)  # refuse on the driver, before Spark starts work
     started = time.perf_counter()
     users = user_pairs(spark, spec, hist)
     fn = EmbedBatches(folder, version, int(request.interval.end.timestamp() * 1_000_000),
-                      request.batch_users, request.threads)
+                      request.batch_users, request.threads, factories)
     out = users.mapInArrow(fn, OUTPUT_DDL).persist()
     final = layout.output(EMBEDDINGS, request.interval)
     try:

@@ -5,7 +5,8 @@ version). Histories are :class:`~solaris_lib.model.examples.EventLists` (e.g. fr
 ``user_history`` table) or a single user's :class:`History`. Outputs are float32 numpy.
 
 On CUDA the network runs under bf16 autocast (``autocast=True``, the default there); on CPU it
-runs in fp32.
+runs in fp32. The network is any :class:`~solaris_lib.model.contract.InteractionModel` (the
+foundation model, the two-tower model, or a team's own, named by the artefact's manifest).
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ def _us(moment) -> int:
 
 
 class FoundationEmbedder:
-    """Interaction embeddings (n, dim) and click logits (n,) for (user history, item) pairs."""
+    """Interaction embeddings (n, dim) and click logits (n,) for (user history, item) pairs.
+
+    Wraps an :class:`~solaris_lib.model.contract.InteractionModel` ``net`` and satisfies the
+    contract itself (``encode``/``embed`` run under ``inference_mode`` and the autocast
+    setting). Logits of a model without one come out NaN."""
 
     max_pairs_per_pass = 32768  # padded (user, target) slots per forward pass
 
@@ -64,26 +69,65 @@ class FoundationEmbedder:
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.net = net.to(self.device).eval()
-        self.cfg = net.cfg
+        self.cfg = getattr(net, "cfg", None)
         self.version = version
         self.autocast = (self.device.type == "cuda") if autocast is None else autocast
 
     @classmethod
     def load(cls, model_root_or_version_dir: str, device=None, *, version: str | None = None,
-             autocast: bool | None = None) -> FoundationEmbedder:
-        """Load a version folder, or ``version`` (default: the serving one) of a model root."""
-        from solaris_lib.model.network import FoundationNet
+             autocast: bool | None = None, factories=None) -> FoundationEmbedder:
+        """Load a version folder, or ``version`` (default: the serving one) of a model root,
+        through the factory its manifest names; ``factories`` are the allowed ones (the
+        ``SOLARIS_MODEL_FACTORIES`` setting; default: the shipped models)."""
+        from solaris_lib.model.contract import SHIPPED_FACTORIES
 
         folder, version = artefact.resolve(model_root_or_version_dir, version)
-        cfg, state = artefact.load_state(folder)
-        net = FoundationNet(cfg)
-        net.load_state_dict(state)
-        log.info("loaded foundation model %s from %s", version, folder)
+        net = artefact.load_model(folder, version,
+                                  factories=SHIPPED_FACTORIES if factories is None else factories)
+        log.info("loaded model %s (%s) from %s", version, type(net).__name__, folder)
         return cls(net, version, device, autocast)
 
     @property
     def dim(self) -> int:
-        return self.cfg.dim
+        return self.net.dim
+
+    @property
+    def max_history(self) -> int:
+        return self.net.max_history
+
+    @property
+    def max_clicks(self) -> int:
+        return self.net.max_clicks
+
+    def to(self, device) -> FoundationEmbedder:
+        import torch
+
+        self.device = torch.device(device)
+        self.net = self.net.to(self.device)
+        return self
+
+    def eval(self) -> FoundationEmbedder:
+        self.net.eval()
+        return self
+
+    def encode(self, items, clicks, gaps, mask):
+        """The contract's ``encode`` on this wrapper's device, without autograd."""
+        import torch
+
+        with torch.inference_mode(), self._autocast():
+            return self.net.encode(items, clicks, gaps, mask)
+
+    def embed(self, state, targets):
+        """The contract's ``embed`` on this wrapper's device, without autograd."""
+        import torch
+
+        with torch.inference_mode(), self._autocast():
+            return self.net.embed(state, targets)
+
+    def _autocast(self):
+        import torch
+
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast)
 
     def embed_user(self, history: History, item_ids, asof) -> np.ndarray:
         """(n, dim) float32 embeddings of one user's ``item_ids`` (n,) at time ``asof``."""
@@ -115,8 +159,8 @@ class FoundationEmbedder:
         for chunk in self._passes(counts):
             if not counts[chunk].any():
                 continue
-            hist = events.history(lo[chunk], hi[chunk], now[chunk], self.cfg.max_history,
-                                  self.cfg.max_clicks)
+            hist = events.history(lo[chunk], hi[chunk], now[chunk], self.max_history,
+                                  self.max_clicks)
             pairs = ranges(starts[chunk], counts[chunk])
             emb[pairs], logits[pairs] = self._run(hist, counts[chunk], item_ids[pairs], naive)
         return emb, logits
@@ -134,7 +178,7 @@ class FoundationEmbedder:
     def _run(self, hist: dict, counts: np.ndarray, item_ids: np.ndarray, naive: bool):
         import torch
 
-        from solaris_lib.model.network import naive_interact
+        from solaris_lib.model.contract import naive_embed
 
         width = int(counts.max()) if len(counts) else 0
         starts = np.append(0, np.cumsum(counts)[:-1])
@@ -144,8 +188,12 @@ class FoundationEmbedder:
         t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in
              {**hist, "targets": targets}.items()}
         args = (t["items"], t["clicks"], t["gaps"], t["mask"], t["targets"])
-        with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16,
-                                                    enabled=self.autocast):
-            emb, logits = naive_interact(self.net, *args) if naive else self.net(*args)
+        with torch.inference_mode(), self._autocast():
+            if naive:
+                emb, logits = naive_embed(self.net, *args)
+            else:
+                emb, logits = self.net.embed(self.net.encode(*args[:4]), args[4])
         keep = torch.from_numpy(tmask).to(self.device)
+        if logits is None:
+            logits = torch.full(emb.shape[:2], float("nan"), device=self.device)
         return (emb[keep].float().cpu().numpy(), logits[keep].float().cpu().numpy())

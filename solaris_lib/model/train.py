@@ -22,6 +22,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout
 from solaris_lib.model import artefact, metrics
 from solaris_lib.model.config import FoundationConfig
+from solaris_lib.model.contract import SHIPPED_FACTORIES
 from solaris_lib.model.examples import Examples, build_examples
 
 log = logging.getLogger(__name__)
@@ -303,20 +304,23 @@ def fit_distributed(cfg: FoundationConfig, train: Examples, processes: int,
 
 def predict(net, examples: Examples, batch: int = 512, device=None,
             embeddings: bool = False):
-    """(pairs,) float64 logits in the order of ``examples.t_labels``; with ``embeddings``,
+    """Score ``examples`` with any :class:`~solaris_lib.model.contract.InteractionModel` that has
+    a logit: (pairs,) float64 logits in the order of ``examples.t_labels``; with ``embeddings``,
     (logits, (pairs, D) float32 interaction embeddings)."""
     import torch
 
     device = torch.device(device or "cpu")
-    cfg = net.cfg
     was_training = net.training
     net = net.to(device).eval()
     logits_out, emb_out = [], []
     with torch.inference_mode():
         for start in range(0, len(examples), batch):
             rows = np.arange(start, min(start + batch, len(examples)))
-            b = to_tensors(examples.batch(rows, cfg.max_history, cfg.max_clicks), device)
-            emb, logits = _forward(net, b)
+            b = to_tensors(examples.batch(rows, net.max_history, net.max_clicks), device)
+            emb, logits = net.embed(net.encode(b["items"], b["clicks"], b["gaps"], b["mask"]),
+                                    b["targets"])
+            if logits is None:
+                raise ConfigError(f"{type(net).__name__} has no logit: it cannot be scored")
             logits_out.append(logits[b["tmask"]].double().cpu().numpy())
             if embeddings:
                 emb_out.append(emb[b["tmask"]].float().cpu().numpy())
@@ -324,7 +328,7 @@ def predict(net, examples: Examples, batch: int = 512, device=None,
     logits = np.concatenate(logits_out) if logits_out else np.zeros(0)
     if not embeddings:
         return logits
-    return logits, (np.concatenate(emb_out) if emb_out else np.zeros((0, cfg.dim), np.float32))
+    return logits, (np.concatenate(emb_out) if emb_out else np.zeros((0, net.dim), np.float32))
 
 
 def _pair_users(examples: Examples) -> np.ndarray:
@@ -353,16 +357,15 @@ def split(examples: Examples, holdout_start) -> tuple[Examples, Examples]:
     return train, held
 
 
-def compare_with_serving(model_root: str, held: Examples, new_loss: float) -> tuple[bool, str, dict]:
-    """(promote?, decision text, serving model's held-out metrics) on the same held-out window."""
-    from solaris_lib.model.network import FoundationNet
-
+def compare_with_serving(model_root: str, held: Examples, new_loss: float,
+                         factories=SHIPPED_FACTORIES) -> tuple[bool, str, dict]:
+    """(promote?, decision text, serving model's held-out metrics) on the same held-out window;
+    the serving model loads through its manifest's factory (any allowed model)."""
     serving = artefact.serving_version(model_root)
     if serving is None:
         return True, "promoted: no model was serving", {}
-    cfg, state = artefact.load_state(artefact.version_dir(model_root, serving))
-    net = FoundationNet(cfg)
-    net.load_state_dict(state)
+    net = artefact.load_model(artefact.version_dir(model_root, serving), serving,
+                              factories=factories)
     old = metrics.summary(held.t_labels, predict(net, held))
     if new_loss <= old["log_loss"]:
         return True, (f"promoted: held-out log-loss {new_loss:.5f} <= serving {serving} "
@@ -390,7 +393,8 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
              fm["log_loss"], fm["roc_auc"], base["log_loss"], base["roc_auc"])
     state = net.state_dict()
     version = f"{request.interval.key}-{artefact.weights_digest(state, cfg)}"
-    promote, decision, old = compare_with_serving(model_root, held, fm["log_loss"])
+    promote, decision, old = compare_with_serving(model_root, held, fm["log_loss"],
+                                                  settings.allowed_model_factories)
     result = {"foundation": fm, "id_only": base, "train_requests": len(train),
               "train_pairs": train.pairs, "train_seconds": round(train_s, 3),
               "best_epoch": best_epoch(curve), "learning_curve": [c.as_dict() for c in curve],
