@@ -1,5 +1,8 @@
 """Foundation-model inference: pairs/s of the shared-history path against the naive path.
 
+``--model foundation`` (default) or ``two_tower``: any shipped
+:class:`~solaris_lib.model.contract.InteractionModel`, run through the contract (``encode``
+once per user, then ``embed``; the naive path is ``contract.naive_embed``).
 Both paths run the same weights (``default`` preset, random init, eval mode) on the same
 inputs: ``--users`` users with a full history of ``--history`` events and ``--items`` target
 items each. The shared path encodes each history once and lets its targets attend to it; the
@@ -19,8 +22,27 @@ import time
 import numpy as np
 import torch
 
-from solaris_lib.model.config import FoundationConfig
-from solaris_lib.model.network import FoundationNet, naive_interact
+from solaris_lib.model.contract import naive_embed
+
+MODELS = ("foundation", "two_tower")
+
+
+def build(model: str, preset: str):
+    """A shipped model of ``preset`` with random (seeded) weights, dropout off."""
+    torch.manual_seed(0)
+    if model == "two_tower":
+        from solaris_lib.model.two_tower import TwoTowerConfig, TwoTowerNet
+
+        return TwoTowerNet(TwoTowerConfig.preset(preset, dropout=0.0))
+    from solaris_lib.model.config import FoundationConfig
+    from solaris_lib.model.network import FoundationNet
+
+    return FoundationNet(FoundationConfig.preset(preset, dropout=0.0))
+
+
+def shared(net, items, clicks, gaps, mask, targets):
+    """The shared-history path of the contract."""
+    return net.embed(net.encode(items, clicks, gaps, mask), targets)
 
 
 def inputs(users: int, history: int, items: int, device, seed: int = 0):
@@ -54,12 +76,13 @@ def flops_per_pair(net, x, pairs: int) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter, torch.inference_mode():
-        net(*x)
+        shared(net, *x)
     return counter.get_total_flops() / pairs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=MODELS, default="foundation")
     parser.add_argument("--preset", default="default")
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--history", type=int, default=100)
@@ -71,20 +94,18 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    torch.manual_seed(0)
-    cfg = FoundationConfig.preset(args.preset, dropout=0.0)
-    net = FoundationNet(cfg).to(device).eval()
+    net = build(args.model, args.preset).to(device).eval()
     x = inputs(args.users, args.history, args.items, device)
-    online = inputs(1, cfg.max_history, 200, device, seed=1)  # one user, full history
+    online = inputs(1, net.max_history, 200, device, seed=1)  # one user, full history
     pairs = args.users * args.items
-    result = {"preset": args.preset, "device": str(device), "threads": torch.get_num_threads(),
+    result = {"model": args.model, "preset": args.preset, "device": str(device), "threads": torch.get_num_threads(),
               "users": args.users, "history": args.history, "items_per_user": args.items}
     for precision in (["fp32", "bf16"] if device.type == "cuda" else ["fp32"]):
         with torch.inference_mode(), torch.autocast(device.type, torch.bfloat16,
                                                     enabled=precision == "bf16"):
-            shared_s, (emb_s, _) = timed(lambda: net(*x), args.repeats, device)
-            naive_s, (emb_n, _) = timed(lambda: naive_interact(net, *x, chunk=1024), 1, device)
-            online_s, _ = timed(lambda: net(*online), args.repeats, device)
+            shared_s, (emb_s, _) = timed(lambda: shared(net, *x), args.repeats, device)
+            naive_s, (emb_n, _) = timed(lambda: naive_embed(net, *x, chunk=1024), 1, device)
+            online_s, _ = timed(lambda: shared(net, *online), args.repeats, device)
         suffix = "" if precision == "fp32" else "_bf16"
         result.update({
             f"pairs_per_s_shared{suffix}": round(pairs / shared_s, 1),
