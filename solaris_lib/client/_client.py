@@ -328,6 +328,9 @@ class SolarisClient:
                 self._transport.ping(node)
             except CacheError as exc:
                 breaker.probe_failed()
+                # a replica may have taken the node's slots since the last reload: reload the
+                # map again, or the node's users would short-circuit for good
+                self._transport.mark_stale()
                 log.debug("probe of %s failed: %s", node, exc)
                 continue
             breaker.record_success()

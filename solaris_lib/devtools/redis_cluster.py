@@ -48,6 +48,10 @@ class RedisClusterServers:
     replicas: int = 1
     password: str | None = None
     maxmemory: str = "256mb"  # a runaway test must not eat the shared machine
+    # False (as infra/redis.conf recommends): while a failed master waits for its replica's
+    # promotion only its own slots refuse commands; Redis' default (True) makes every master
+    # answer CLUSTERDOWN until then
+    require_full_coverage: bool = False
     servers: list[RedisServer] = field(default_factory=list)
 
     @property
@@ -69,7 +73,8 @@ class RedisClusterServers:
             self.servers.append(RedisServer(port=port, password=self.password, args=(
                 "--maxmemory", self.maxmemory, "--cluster-enabled", "yes",
                 "--cluster-config-file", f"nodes-{port}.conf",
-                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *auth)).start())
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--cluster-require-full-coverage",
+                "yes" if self.require_full_coverage else "no", *auth)).start())
         command = ["redis-cli", *(("-a", self.password, "--no-auth-warning") if self.password else ()),
                    "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in self.servers),
                    "--cluster-replicas", str(self.replicas), "--cluster-yes"]

@@ -16,6 +16,7 @@ from solaris_lib.cache.format import (
 )
 from solaris_lib.client import (
     Backoff,
+    CacheConnectionError,
     CacheFormatError,
     CacheTimeoutError,
     CircuitBreaker,
@@ -118,6 +119,60 @@ def test_a_probe_closes_the_breaker_once_the_node_answers(store):
                 break
             client._maintain()
         assert client.lookup(7, [1]).hit.tolist() == [True]
+
+
+class FailoverTransport(MockTransport):
+    """Two masters as Redis Cluster shows them to a client: the slot map it holds (reloaded by
+    ``refresh``) and the cluster's own, which a failover changes later."""
+
+    def __init__(self, handler) -> None:
+        super().__init__(handler)
+        self.dead: set[str] = set()
+        self.owner = self.held = "a:1"  # the master of every slot: now, and in the map held
+        self.reloads = 0
+
+    def node(self, tag):
+        return self.held
+
+    def lookup(self, tag, commands):
+        if self.held in self.dead:
+            raise CacheConnectionError(f"{self.held}: connection refused")
+        return super().lookup(tag, commands)
+
+    def ping(self, node):
+        if node in self.dead:
+            raise CacheConnectionError(f"{node}: connection refused")
+
+    def masters(self):
+        return [self.held]
+
+    def mark_stale(self):
+        self._stale = True
+
+    def refresh(self):
+        self.held, self._stale = self.owner, False
+        self.reloads += 1
+
+
+def test_a_failover_after_the_first_map_reload_is_found_by_the_next_probe(store):
+    transport = FailoverTransport(store)
+    _put(store)
+    breaker = CircuitBreaker(failure_threshold=1, backoff=Backoff(initial_ms=1, max_ms=1))
+    with SolarisClient.from_url("redis://unused", transport=transport, key_prefix="p",
+                                breaker=breaker, miss_sample_rate=0.0,
+                                refresh_interval_s=3600) as client:
+        transport.dead.add("a:1")
+        assert client.lookup(7, [1]).error == "connection"  # the breaker of a:1 opens
+        client._maintain()  # the map reloads before the replica is promoted: still a:1
+        assert client.lookup(7, [1]).error == "circuit_open"
+        transport.owner = "b:2"  # the replica b:2 takes a:1's slots
+        for _ in range(500):
+            time.sleep(0.002)  # past the probe's backoff
+            client._maintain()  # a probe of a:1 fails: the map must reload again
+            if transport.held == "b:2":
+                break
+        result = client.lookup(7, [1])
+    assert result.error is None and result.hit.tolist() == [True]
 
 
 def test_a_key_of_the_wrong_type_answers_misses_without_blaming_the_node(store):
