@@ -41,16 +41,24 @@ class ArtefactMismatchError(SolarisError):
     exit_code = 2
 
 
-def _read_text(path: str) -> str:
+def read_bytes(path: str) -> bytes:
     fs, inner = filesystem(path)
     with fs.open_input_stream(inner) as stream:
-        return stream.read().decode()
+        return stream.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    fs, inner = filesystem(path)
+    with fs.open_output_stream(inner) as stream:
+        stream.write(data)
+
+
+def _read_text(path: str) -> str:
+    return read_bytes(path).decode()
 
 
 def _write_text(path: str, text: str) -> None:
-    fs, inner = filesystem(path)
-    with fs.open_output_stream(inner) as stream:
-        stream.write(text.encode())
+    write_bytes(path, text.encode())
 
 
 def read_json(path: str) -> dict:
@@ -94,7 +102,7 @@ def write_version(model_root: str, version: str, state: dict, cfg, metrics: dict
     return final
 
 
-def _load_weights(folder: str) -> dict:
+def load_weights(folder: str) -> dict:
     """The state dict of ``weights.pt`` on CPU: tensors only (``weights_only=True``)."""
     import io
 
@@ -117,7 +125,7 @@ def load_state(folder: str) -> tuple[FoundationConfig, dict]:
     """(config, state dict on CPU) of a foundation-model version folder."""
     if not is_complete(folder):
         raise ModelNotFoundError(f"no complete model version at {folder}")
-    return FoundationConfig.from_dict(read_json(join(folder, CONFIG))), _load_weights(folder)
+    return FoundationConfig.from_dict(read_json(join(folder, CONFIG))), load_weights(folder)
 
 
 def manifest(folder: str) -> dict:
@@ -174,20 +182,25 @@ def load_model(folder: str, version: str | None = None, *,
 
     ``factories``: the allowed ``module:callable`` names (the ``SOLARIS_MODEL_FACTORIES``
     setting); a manifest naming another one is a :class:`ConfigError`, weights that do not fit
-    the built model an :class:`ArtefactMismatchError`."""
+    the built model an :class:`ArtefactMismatchError`. A factory with ``reads_folder = True``
+    (an exported program) is called as ``factory(config, folder)`` and reads its own files."""
     from solaris_lib.model.contract import InteractionModel
 
     if not is_complete(folder):
         raise ModelNotFoundError(f"no complete model version at {folder}")
     name = manifest(folder).get("factory", FOUNDATION_FACTORY)
-    model = _factory(name, tuple(factories))(read_json(join(folder, CONFIG)))
+    build = _factory(name, tuple(factories))
+    reads_folder = getattr(build, "reads_folder", False)
+    config = read_json(join(folder, CONFIG))
+    model = build(config, folder) if reads_folder else build(config)
     if not isinstance(model, InteractionModel):
         raise ConfigError(f"model factory {name!r} built a {type(model).__name__}, which lacks "
                           "the InteractionModel contract (dim, version, max_history, "
                           "max_clicks, encode, embed, to, eval)")
-    state = _load_weights(folder)
-    check_state(model, state, folder)
-    model.load_state_dict(state)
+    if not reads_folder:
+        state = load_weights(folder)
+        check_state(model, state, folder)
+        model.load_state_dict(state)
     if version is None:
         match = _VERSION_DIR.search(folder.rstrip("/"))
         version = match.group(1) if match else folder.rstrip("/").rsplit("/", 1)[-1]

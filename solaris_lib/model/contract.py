@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 FOUNDATION_FACTORY = "solaris_lib.model.network:foundation_net"
 TWO_TOWER_FACTORY = "solaris_lib.model.two_tower:two_tower_net"
 SHIPPED_FACTORIES: tuple[str, ...] = (FOUNDATION_FACTORY, TWO_TOWER_FACTORY)
+# torch.export programs (solaris_lib/model/exported.py): allowed only when listed explicitly
+EXPORTED_FACTORY = "solaris_lib.model.exported:exported_program"
 
 
 @runtime_checkable

@@ -130,3 +130,32 @@ def test_some_non_finite_rows_are_rejected_and_counted(spark, served):
     kept = [pair for pair, ok in zip(want, finite, strict=True) if ok]
     assert list(zip(table["user_id"].to_pylist(), table["item_id"].to_pylist(),
                     strict=True)) == kept
+
+
+def test_an_exported_program_runs_batch_inference(spark, served):
+    """The serving model handed over as torch.export programs (no class of the model at serving
+    time) runs batch inference once its factory is allowed, with the model's own embeddings."""
+    from solaris_lib.errors import ConfigError
+    from solaris_lib.model.contract import EXPORTED_FACTORY, SHIPPED_FACTORIES
+    from solaris_lib.model.exported import export_version
+
+    settings, pairs, history, version = served
+    root = f"{settings.models_root}/foundation"
+    export_version(artefact.load_model(artefact.version_dir(root, version)), root, "exported")
+    with pytest.raises(ConfigError, match="not allowed"):
+        run_inference(spark, settings, InferRequest(INFER, model_version="exported"))
+    allowed = settings.model_copy(update={
+        "model_factories": ",".join((*SHIPPED_FACTORIES, EXPORTED_FACTORY))})
+    report = run_inference(spark, allowed, InferRequest(INFER, model_version="exported"))
+    table = _read(DataLayout.from_settings(allowed).output(EMBEDDINGS, INFER))
+    want = sorted(set(zip(pairs["user_id"].to_pylist(), pairs["item_id"].to_pylist(),
+                          strict=True)))
+    assert report.rows_written == len(want) == table.num_rows and report.non_finite == 0
+    assert set(table["model_version"].to_pylist()) == {"exported"}
+    eager = FoundationEmbedder.load(artefact.version_dir(root, version), "cpu")
+    decoded, hit, _ = Codec("fp16", eager.dim).decode(table["embedding"].to_pylist())
+    users = np.array(table["user_id"].to_pylist())
+    uniq, counts = np.unique(users, return_counts=True)
+    ref, _ = eager.score_users(EventLists.from_user_history(history), uniq, counts,
+                               np.array(table["item_id"].to_pylist()), INFER.end)
+    assert hit.all() and np.abs(decoded - ref).max() <= 2e-3 * max(1.0, np.abs(ref).max())

@@ -1,5 +1,6 @@
-"""Both shipped models through the same InteractionModel checks, and the artefact loader's
-refusals (factory not allowed, manifest and weights that disagree, pickles)."""
+"""Both shipped models and their exported programs through the same InteractionModel checks,
+and the artefact loader's refusals (factory not allowed, manifest and weights that disagree,
+pickles)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA  # noqa: E402
 from solaris_lib.model import artefact  # noqa: E402
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.contract import (  # noqa: E402
+    EXPORTED_FACTORY,
     FOUNDATION_FACTORY,
     SHIPPED_FACTORIES,
     TWO_TOWER_FACTORY,
@@ -50,6 +52,30 @@ def model(request):
     return request.param, _model(request.param)
 
 
+ALLOW_EXPORTED = (*SHIPPED_FACTORIES, EXPORTED_FACTORY)
+_EXPORTED: dict[str, str] = {}
+
+
+def _exported_folder(name: str, tmp_path_factory) -> str:
+    """The folder of ``_model(name)`` exported with torch.export (once per test session)."""
+    from solaris_lib.model.exported import export_version
+
+    if name not in _EXPORTED:
+        root = str(tmp_path_factory.mktemp("exported") / "foundation")
+        _EXPORTED[name] = export_version(_model(name), root, f"exported-{name}")
+    return _EXPORTED[name]
+
+
+@pytest.fixture(params=["foundation", "two_tower", "exported:foundation", "exported:two_tower"])
+def any_model(request, tmp_path_factory):
+    """Each shipped model, and each loaded back from its exported programs."""
+    kind, _, name = request.param.rpartition(":")
+    if not kind:
+        return name, _model(name)
+    folder = _exported_folder(name, tmp_path_factory)
+    return request.param, artefact.load_model(folder, factories=ALLOW_EXPORTED)
+
+
 def _inputs(b: int = 5, length: int = 12, t: int = 7, seed: int = 1):
     g = torch.Generator().manual_seed(seed)
     items = torch.randint(0, 10**12, (b, length), generator=g)
@@ -64,15 +90,15 @@ def _inputs(b: int = 5, length: int = 12, t: int = 7, seed: int = 1):
     return items, clicks, gaps, mask, targets
 
 
-def test_both_models_and_the_embedder_fit_the_contract(model):
-    _, net = model
+def test_both_models_and_the_embedder_fit_the_contract(any_model):
+    _, net = any_model
     assert isinstance(net, InteractionModel)
     assert isinstance(FoundationEmbedder(net, "v", "cpu"), InteractionModel)
     assert not isinstance(object(), InteractionModel)
 
 
-def test_shared_history_equals_per_pair(model):
-    _, net = model
+def test_shared_history_equals_per_pair(any_model):
+    _, net = any_model
     args = _inputs()
     with torch.inference_mode():
         emb, logit = net.embed(net.encode(*args[:4]), args[4])
@@ -84,10 +110,10 @@ def test_shared_history_equals_per_pair(model):
     assert (logit - logit_n).abs().max().item() <= 1e-4
 
 
-def test_batch_invariance_and_determinism(model):
+def test_batch_invariance_and_determinism(any_model):
     """A user's outputs do not depend on the other users of the batch, its position in it, extra
     padding slots, or padded targets; two runs give the same numbers."""
-    _, net = model
+    _, net = any_model
     items, clicks, gaps, mask, targets = _inputs()
     with torch.inference_mode():
         emb, logit = net.embed(net.encode(items, clicks, gaps, mask), targets)
@@ -199,6 +225,46 @@ def test_an_artefact_without_manifest_is_the_foundation_model(tmp_path):
     os.remove(os.path.join(folder, artefact.MANIFEST))
     assert artefact.manifest(folder) == {"factory": FOUNDATION_FACTORY}
     assert isinstance(artefact.load_model(folder), FoundationNet)
+
+
+@pytest.mark.parametrize("name", ["foundation", "two_tower"])
+def test_an_exported_program_serves_like_its_model(name, tmp_path_factory):
+    """No class of the model at serving time: the programs give the eager model's numbers,
+    through FoundationEmbedder too; the exported factory must be allowed explicitly."""
+    folder = _exported_folder(name, tmp_path_factory)
+    with pytest.raises(ConfigError, match="not allowed"):
+        artefact.load_model(folder)  # not among the default factories
+    eager = FoundationEmbedder(_model(name), "v", "cpu")
+    served = FoundationEmbedder.load(folder, "cpu", factories=ALLOW_EXPORTED)
+    assert type(served.net).__name__ == "ExportedModel" and served.version == f"exported-{name}"
+    rng = np.random.default_rng(0)
+    asof = datetime(2026, 1, 8, tzinfo=UTC)
+    events = _events(rng, asof)
+    users, counts = np.array([0, 2, 99]), np.array([3, 1, 2])  # 99: no history
+    items = rng.integers(0, 60, 6)
+    want, want_logit = eager.score_users(events, users, counts, items, asof)
+    got, got_logit = served.score_users(events, users, counts, items, asof)
+    assert np.abs(got - want).max() <= 1e-5 and np.abs(got_logit - want_logit).max() <= 1e-5
+
+
+def _events(rng, asof):
+    from solaris_lib.model.examples import EventLists
+
+    n, asof_us = 120, int(asof.timestamp() * 1e6)
+    return EventLists.from_events(rng.integers(0, 5, n), rng.integers(0, 60, n),
+                                  asof_us - rng.integers(1, 10**11, n), rng.integers(0, 3, n))
+
+
+def test_an_exported_program_whose_weights_disagree_is_refused(tmp_path):
+    from solaris_lib.model.exported import export_version
+
+    folder = export_version(_model("two_tower"), str(tmp_path / "m"), "v1")
+    path = os.path.join(folder, artefact.WEIGHTS)
+    tensors = torch.load(path, weights_only=True)
+    tensors.pop(next(k for k in tensors if k.startswith("embed.state/")))
+    torch.save(tensors, path)
+    with pytest.raises(artefact.ArtefactMismatchError, match="embed program.*does not load"):
+        artefact.load_model(folder, factories=ALLOW_EXPORTED)
 
 
 def test_the_setting_lists_the_allowed_factories():
