@@ -106,6 +106,13 @@ class SolarisSettings(BaseSettings):
         "(trains on CPU in minutes), default (the benchmark size, too expensive to serve "
         "online; use a GPU), large.",
     )
+    foundation_model: str = Field(
+        default="foundation",
+        pattern=r"^(foundation|two_tower)$",
+        description="Which shipped model training builds: foundation (the target-aware "
+        "sequence model, docs/model.md) or two_tower (two towers and a cross layer, "
+        "docs/models.md). Inference serves whichever version is promoted.",
+    )
     model_factories: str = Field(
         default=",".join(SHIPPED_FACTORIES),
         description="Comma-separated `module:callable` model factories that model artefacts "

@@ -18,6 +18,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout", default="1d", help="held-out tail of the window (default 1d)")
     parser.add_argument("--preset", default=None,
                         help="test, small, default or large (default: SOLARIS_FOUNDATION_PRESET)")
+    parser.add_argument("--model", default=None, choices=("foundation", "two_tower"),
+                        help="which shipped model to train (default: SOLARIS_FOUNDATION_MODEL)")
     parser.add_argument("--epochs", type=int, default=None, help="override the preset's epochs")
     parser.add_argument("--processes", type=int, default=1,
                         help="DDP processes via Spark's TorchDistributor (default 1: no Spark)")
@@ -29,9 +31,10 @@ def train_request(args):
     from solaris_lib.config import load_settings
     from solaris_lib.model.train import TrainRequest
 
-    preset = args.preset or load_settings().foundation_preset
+    settings = load_settings()
     return TrainRequest(Interval.parse(args.start, args.end), parse_duration(args.holdout),
-                        preset, args.epochs, args.processes, args.seed, args.threads)
+                        args.preset or settings.foundation_preset, args.epochs, args.processes,
+                        args.seed, args.threads, args.model or settings.foundation_model)
 
 
 def add_infer_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,11 +22,12 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout
 from solaris_lib.model import artefact, metrics
 from solaris_lib.model.config import FoundationConfig
-from solaris_lib.model.contract import SHIPPED_FACTORIES
+from solaris_lib.model.contract import FOUNDATION_FACTORY, SHIPPED_FACTORIES, TWO_TOWER_FACTORY
 from solaris_lib.model.examples import Examples, build_examples
 
 log = logging.getLogger(__name__)
-MODEL_NAME = "foundation"
+MODEL_NAME = "foundation"  # the model root's folder name, whichever model is trained
+MODEL_FACTORIES = {"foundation": FOUNDATION_FACTORY, "two_tower": TWO_TOWER_FACTORY}
 LOG_EVERY_S = 10.0
 
 
@@ -41,8 +42,13 @@ class TrainRequest:
     processes: int = 1
     seed: int = 0
     threads: int = 1  # torch intra-op threads per process (oversubscribed CPUs get slow fast)
+    model: str = "foundation"  # which shipped model: foundation or two_tower
 
     def __post_init__(self) -> None:
+        if self.model not in MODEL_FACTORIES:
+            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(MODEL_FACTORIES)}")
+        if self.model != "foundation" and self.processes > 1:
+            raise ConfigError(f"--processes > 1 trains the foundation model only, not {self.model}")
         if not timedelta(0) < self.holdout < self.interval.length:
             raise ConfigError(f"holdout {self.holdout} must be positive and shorter than the "
                               f"window {self.interval}")
@@ -54,10 +60,15 @@ class TrainRequest:
     def holdout_start(self):
         return self.interval.end - self.holdout
 
-    def config(self) -> FoundationConfig:
+    def config(self):
+        """The model's config (:class:`FoundationConfig` or ``TwoTowerConfig``) of the preset."""
         overrides = {"seed": self.seed}
         if self.epochs is not None:
             overrides["epochs"] = self.epochs
+        if self.model == "two_tower":
+            from solaris_lib.model.two_tower import TwoTowerConfig
+
+            return TwoTowerConfig.preset(self.preset, **overrides)
         return FoundationConfig.preset(self.preset, **overrides)
 
 
@@ -384,13 +395,19 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     cfg = request.config()
     train, held = split(load_examples(layout.logs, request.interval), request.holdout_start)
     started = time.perf_counter()
-    net, curve = (fit_distributed(cfg, train, request.processes) if request.processes > 1
-                  else fit(cfg, train))
+    if request.model == "two_tower":
+        from solaris_lib.model.two_tower import fit_two_tower
+
+        net, curve = fit_two_tower(cfg, train)
+    elif request.processes > 1:
+        net, curve = fit_distributed(cfg, train, request.processes)
+    else:
+        net, curve = fit(cfg, train)
     train_s = time.perf_counter() - started
     fm = metrics.summary(held.t_labels, predict(net, held))
     base = evaluate_baseline(train, held, cfg.seed)
-    log.info("held-out: FM log-loss %.5f AUC %.4f | ID-only log-loss %.5f AUC %.4f",
-             fm["log_loss"], fm["roc_auc"], base["log_loss"], base["roc_auc"])
+    log.info("held-out: %s log-loss %.5f AUC %.4f | ID-only log-loss %.5f AUC %.4f",
+             request.model, fm["log_loss"], fm["roc_auc"], base["log_loss"], base["roc_auc"])
     state = net.state_dict()
     version = f"{request.interval.key}-{artefact.weights_digest(state, cfg)}"
     promote, decision, old = compare_with_serving(model_root, held, fm["log_loss"],
@@ -398,11 +415,12 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     result = {"foundation": fm, "id_only": base, "train_requests": len(train),
               "train_pairs": train.pairs, "train_seconds": round(train_s, 3),
               "best_epoch": best_epoch(curve), "learning_curve": [c.as_dict() for c in curve],
-              "preset": request.preset, "processes": request.processes,
+              "model": request.model, "preset": request.preset, "processes": request.processes,
               "serving_at_training": {"version": artefact.serving_version(model_root), **old}}
     window = {"start": request.interval.start.isoformat(), "end": request.interval.end.isoformat(),
               "holdout_start": request.holdout_start.isoformat()}
-    folder = artefact.write_version(model_root, version, state, cfg, result, window)
+    folder = artefact.write_version(model_root, version, state, cfg, result, window,
+                                    factory=MODEL_FACTORIES[request.model])
     if promote:
         artefact.set_serving(model_root, version)
     log.info("wrote model %s to %s; %s", version, folder, decision)

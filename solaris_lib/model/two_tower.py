@@ -107,6 +107,8 @@ TWO_TOWER_PRESETS: dict[str, TwoTowerConfig] = {
     "small": TwoTowerConfig(d_model=48, max_history=48, max_clicks=32, item_buckets=1 << 15),
     "default": TwoTowerConfig(d_model=128, max_history=128, max_clicks=64,
                               item_buckets=1 << 18, epochs=12),
+    "large": TwoTowerConfig(d_model=256, max_history=256, max_clicks=128,
+                            item_buckets=1 << 20, epochs=12),
 }
 
 
