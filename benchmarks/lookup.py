@@ -145,7 +145,8 @@ def measure(url: str, version: str, calls: list, warmup: int, timeout_ms: float)
             "client_errors": stats.errors, "client_hit_rate": round(stats.hit_rate, 4)}
 
 
-def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int) -> list[float]:
+def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int,
+                        model: str = "foundation") -> list[float]:
     """Microseconds per call of the foundation model scoring ``item_ids`` for ``user_id``.
 
     The peer "run the FM online for the same 200 pairs on this CPU": the model at its default
@@ -153,18 +154,25 @@ def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int) -> list[
     a full ``max_history`` history encoded once and the 200 targets in one batch per call
     (:meth:`FoundationEmbedder.score_user`, the serving path), warm-up excluded. At most 200
     timed calls: the FM is slow enough that its median is stable long before that.
+    ``model``: which shipped model (``foundation`` or ``two_tower``), run through the contract.
     """
     import torch
 
-    from solaris_lib.model.config import FoundationConfig
-    from solaris_lib.model.network import FoundationNet
     from solaris_lib.model.online import FoundationEmbedder, History
 
     torch.manual_seed(0)
-    cfg = FoundationConfig.preset("default", dropout=0.0)
-    embedder = FoundationEmbedder(FoundationNet(cfg), version="bench", device="cpu")
+    if model == "two_tower":
+        from solaris_lib.model.two_tower import TwoTowerConfig, TwoTowerNet
+
+        net = TwoTowerNet(TwoTowerConfig.preset("default", dropout=0.0))
+    else:
+        from solaris_lib.model.config import FoundationConfig
+        from solaris_lib.model.network import FoundationNet
+
+        net = FoundationNet(FoundationConfig.preset("default", dropout=0.0))
+    embedder = FoundationEmbedder(net, version="bench", device="cpu")
     rng = np.random.default_rng(user_id)
-    n = cfg.max_history
+    n = embedder.max_history
     asof = 1_767_600_000_000_000  # epoch us; the history is the 7 days before it
     history = History(item_ids=rng.integers(0, 10**8, n).astype(np.int64),
                       ts_us=np.sort(asof - rng.integers(1, 7 * 86_400 * 10**6, n)).astype(np.int64),
@@ -225,6 +233,8 @@ def main() -> None:
     parser.add_argument("--timeout-ms", type=float, default=50.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-fm", action="store_true", help="skip the online FM peer")
+    parser.add_argument("--fm-model", choices=("foundation", "two_tower"), default="foundation",
+                        help="the shipped model of the online peer (default: foundation)")
     options = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     pairs = make_pairs(options.users, options.entries_per_user, options.dim, options.seed)
@@ -240,7 +250,8 @@ def main() -> None:
                                   "bytes_per_pair", "lean_gain_p50", "buckets")}
     if not options.no_fm:
         user, ids = requests(*pairs[:2], 1, options.per_call, options.hit_rate, options.seed)[0]
-        fm = online_fm_latencies(user, ids, options.calls)
+        fm = online_fm_latencies(user, ids, options.calls, options.fm_model)
+        out["online_fm_model"] = options.fm_model
         out["online_fm_p50_us"] = round(float(np.percentile(fm, 50)), 1)
         out["speedup_vs_online_fm"] = round(out["online_fm_p50_us"] / out["client_p50_us"], 1)
     out["recommended_config"] = "infra/redis.conf (listpack) with the publisher's buckets"
