@@ -124,6 +124,13 @@ class FoundationEmbedder:
         with torch.inference_mode(), self._autocast():
             return self.net.embed(state, targets)
 
+    def _to_device(self, tensor):
+        """A host tensor on the model's device: on CUDA through pinned memory, copied without
+        blocking (the copy overlaps the previous pass's work)."""
+        if self.device.type != "cuda":
+            return tensor
+        return tensor.pin_memory().to(self.device, non_blocking=True)
+
     def _autocast(self):
         import torch
 
@@ -185,8 +192,8 @@ class FoundationEmbedder:
         tmask = np.arange(width)[None, :] < counts[:, None]
         targets = np.where(tmask, item_ids[np.where(tmask, starts[:, None] + np.arange(width), 0)]
                            if len(item_ids) else 0, 0)
-        t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in
-             {**hist, "targets": targets}.items()}
+        t = {k: self._to_device(torch.from_numpy(np.ascontiguousarray(v)))
+             for k, v in {**hist, "targets": targets}.items()}
         args = (t["items"], t["clicks"], t["gaps"], t["mask"], t["targets"])
         with torch.inference_mode(), self._autocast():
             if naive:

@@ -305,3 +305,24 @@ def test_the_two_tower_model_trains_with_the_shared_train_loop():
     logits = predict(net, examples)
     assert np.isfinite(logits).all()
     assert metrics.roc_auc(examples.t_labels, logits) > 0.75
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", ["foundation", "two_tower"])
+def test_on_cuda_fp32_matches_cpu_and_bf16_stays_close(name):
+    """The GPU path (pinned host memory, bf16 autocast by default) against CPU fp32."""
+    rng = np.random.default_rng(1)
+    asof = datetime(2026, 1, 8, tzinfo=UTC)
+    events = _events(rng, asof)
+    users, counts = np.array([0, 1, 2, 99]), np.array([5, 3, 1, 2])
+    items = rng.integers(0, 60, int(counts.sum()))
+    want, want_logit = FoundationEmbedder(_model(name), "v", "cpu").score_users(
+        events, users, counts, items, asof)
+    fp32, fp32_logit = FoundationEmbedder(_model(name), "v", "cuda", autocast=False).score_users(
+        events, users, counts, items, asof)
+    bf16, _ = FoundationEmbedder(_model(name), "v", "cuda").score_users(
+        events, users, counts, items, asof)
+    scale = max(1.0, float(np.abs(want).max()))
+    assert np.abs(fp32 - want).max() <= 1e-4 * scale
+    assert np.abs(fp32_logit - want_logit).max() <= 1e-4 * max(1.0, np.abs(want_logit).max())
+    assert np.isfinite(bf16).all() and np.abs(bf16 - want).max() <= 5e-2 * scale
