@@ -65,11 +65,7 @@ class TrainRequest:
         overrides = {"seed": self.seed}
         if self.epochs is not None:
             overrides["epochs"] = self.epochs
-        if self.model == "two_tower":
-            from solaris_lib.model.two_tower import TwoTowerConfig
-
-            return TwoTowerConfig.preset(self.preset, **overrides)
-        return FoundationConfig.preset(self.preset, **overrides)
+        return model_config(self.model, self.preset, **overrides)
 
 
 @dataclass
@@ -270,6 +266,26 @@ def fit(cfg: FoundationConfig, train: Examples, device=None):
     return net.eval().cpu(), curve
 
 
+def model_config(model: str, preset: str, **overrides):
+    """The config of shipped ``model`` (a :data:`MODEL_FACTORIES` name) at ``preset``."""
+    if model not in MODEL_FACTORIES:
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODEL_FACTORIES)}")
+    if model == "two_tower":
+        from solaris_lib.model.two_tower import TwoTowerConfig
+
+        return TwoTowerConfig.preset(preset, **overrides)
+    return FoundationConfig.preset(preset, **overrides)
+
+
+def fit_model(model: str, cfg, train: Examples):
+    """(trained contract model on CPU, learning curve) of shipped ``model``, one process."""
+    if model == "two_tower":
+        from solaris_lib.model.two_tower import fit_two_tower
+
+        return fit_two_tower(cfg, train)
+    return fit(cfg, train)
+
+
 def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -> dict:
     """Runs in each process started by TorchDistributor (torchrun env): DDP over NCCL on the
     process's GPU (``LOCAL_RANK``), or over gloo on CPU."""
@@ -395,14 +411,10 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     cfg = request.config()
     train, held = split(load_examples(layout.logs, request.interval), request.holdout_start)
     started = time.perf_counter()
-    if request.model == "two_tower":
-        from solaris_lib.model.two_tower import fit_two_tower
-
-        net, curve = fit_two_tower(cfg, train)
-    elif request.processes > 1:
+    if request.processes > 1:
         net, curve = fit_distributed(cfg, train, request.processes)
     else:
-        net, curve = fit(cfg, train)
+        net, curve = fit_model(request.model, cfg, train)
     train_s = time.perf_counter() - started
     fm = metrics.summary(held.t_labels, predict(net, held))
     base = evaluate_baseline(train, held, cfg.seed)

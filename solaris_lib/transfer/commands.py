@@ -19,7 +19,7 @@ WORLDS = {  # --simulate NAME: (WorldConfig fields, experiment overrides)
                 {"interval": "12h", "ranker_days": 1.0, "test_days": 1.0, "lookback": "2d"}),
 }
 _OPTIONS = ("interval", "lookback", "scorer", "ranker_days", "test_days", "budget_per_user",
-            "clusters", "fm_epochs", "fm_days", "fm_preset", "seed", "threads")
+            "clusters", "fm_epochs", "fm_days", "fm_model", "fm_preset", "seed", "threads")
 
 
 def register(subparsers) -> None:
@@ -47,6 +47,8 @@ def register(subparsers) -> None:
                    "best validation epoch is kept)")
     p.add_argument("--fm-days", type=float, help="FM trains on this many days before the ranker "
                    "period (default: all of them)")
+    p.add_argument("--fm-model", choices=("foundation", "two_tower"),
+                   help="which shipped model is the FM (default foundation)")
     p.add_argument("--fm-preset", help="foundation model preset (default small)")
     p.add_argument("--seed", type=int)
     p.add_argument("--threads", type=int, help="torch threads (default 2)")

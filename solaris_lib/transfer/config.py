@@ -63,6 +63,8 @@ class TransferConfig(BaseModel):
         timedelta(days=1), description="Window of the item-popularity feature (rows before start).")
     clusters: int = Field(32, ge=2, description="k-means item clusters over the ALS item factors "
                           "(the infer job's SOLARIS_FALLBACK_CLUSTERS).")
+    fm_model: str = Field("foundation", pattern="^(foundation|two_tower)$",
+                          description="Which shipped model of the contract is the FM.")
     fm_preset: str = Field("small", description="Foundation model preset (solaris_lib.model).")
     fm_epochs: int | None = Field(
         None, ge=1, description="Most foundation model epochs (None: the preset's; early "

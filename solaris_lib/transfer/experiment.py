@@ -84,15 +84,15 @@ def log_span(logs_root: str) -> tuple[datetime, datetime]:
 
 
 def train_foundation(examples, split: datetime, config: TransferConfig):
-    """A :class:`FoundationEmbedder` trained on the requests before ``split`` (CPU, seeded)."""
-    from solaris_lib.model.config import FoundationConfig
+    """A :class:`FoundationEmbedder` of the shipped model ``config.fm_model`` trained on the
+    requests before ``split`` (CPU, seeded); any model of the contract serves the same way."""
     from solaris_lib.model.online import FoundationEmbedder
-    from solaris_lib.model.train import fit
+    from solaris_lib.model.train import fit_model, model_config
 
     overrides = {"seed": config.seed}
     if config.fm_epochs is not None:
         overrides["epochs"] = config.fm_epochs
-    cfg = FoundationConfig.preset(config.fm_preset, **overrides)
+    cfg = model_config(config.fm_model, config.fm_preset, **overrides)
     first = split - timedelta(days=config.fm_days) if config.fm_days else None
     keep = examples.ts_us < int(split.timestamp() * 1e6)
     if first is not None:
@@ -101,9 +101,9 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     if not len(train):
         raise EmptyInputError(f"no labelled requests before {split} to train the FM")
     started = time.perf_counter()
-    net, _ = fit(cfg, train, device="cpu")
-    log.info("FM (%s, %d epochs) trained on %d requests in %.1f s", config.fm_preset,
-             cfg.epochs, len(train), time.perf_counter() - started)
+    net, curve = fit_model(config.fm_model, cfg, train)
+    log.info("FM (%s %s, best of %d epochs) trained on %d requests in %.1f s", config.fm_model,
+             config.fm_preset, len(curve), len(train), time.perf_counter() - started)
     return FoundationEmbedder(net, f"transfer-{split:%Y%m%dT%H%M%SZ}", device="cpu",
                               autocast=False)
 

@@ -55,3 +55,22 @@ def test_the_ratio_is_given_only_when_the_fm_gain_interval_is_above_zero():
     assert hidden["transfer_ratio_logloss"] is None and hidden["transfer_ratio_logloss_ci"] is None
     assert "[-0.00100, +0.02000], not above zero" in hidden["transfer_ratio_note"]
     assert hidden["embedding_share"] == 0.8
+
+
+@pytest.mark.parametrize("model", ["foundation", "two_tower"])
+def test_the_report_trains_any_shipped_model_of_the_contract(model):
+    """``solaris report --fm-model``: the FM the report serves is the named contract model."""
+    pytest.importorskip("torch")
+    from datetime import timedelta
+
+    from solaris_lib.model.contract import InteractionModel
+    from solaris_lib.model.examples import build_examples
+    from solaris_lib.transfer.config import TransferConfig
+    from solaris_lib.transfer.experiment import train_foundation
+    from tests.unit.model.test_examples import T0, _random_log
+
+    examples = build_examples(_random_log(0))
+    config = TransferConfig(fm_model=model, fm_preset="test", fm_epochs=1, threads=1)
+    fm = train_foundation(examples, T0 + timedelta(hours=8), config)
+    assert isinstance(fm.net, InteractionModel) and fm.version.startswith("transfer-")
+    assert type(fm.net).__name__ == ("TwoTowerNet" if model == "two_tower" else "FoundationNet")
