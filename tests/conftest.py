@@ -16,14 +16,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="solaris-test-airflow-"))
-os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))
+
+
+def _own_airflow_home() -> None:
+    """One Airflow home and metadata DB per test process, under one temporary folder of the
+    session: each xdist worker (PYTEST_XDIST_WORKER, set before this file is imported) gets its
+    own, so one worker's ``dag.test`` never replaces another's DAG run of the same logical
+    date, and DAGs parsed with another worker's settings (asset URIs) never deactivate its
+    assets. An AIRFLOW_HOME the caller set is left alone."""
+    base = os.environ.get("TESTS_AIRFLOW_BASE")
+    if base is None:
+        if "AIRFLOW_HOME" in os.environ:
+            return
+        base = tempfile.mkdtemp(prefix="solaris-test-airflow-")
+        os.environ["TESTS_AIRFLOW_BASE"] = base
+    home = Path(base) / os.environ.get("PYTEST_XDIST_WORKER", "main")
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["AIRFLOW_HOME"] = str(home)
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
+
+
+_own_airflow_home()
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
-os.environ.setdefault(
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
-)
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # One compute thread per process: the suite runs on as many xdist workers as cores, and torch's

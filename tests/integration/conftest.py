@@ -32,9 +32,15 @@ def airflow_cli(*args: str) -> None:
 
 @pytest.fixture(scope="session")
 def airflow_db():
-    """Airflow's metadata DB migrated, with the pool that bounds Spark jobs."""
-    airflow_cli("db", "migrate")
-    airflow_cli("pools", "set", "solaris_spark", "2", "SOLARIS Spark jobs")
+    """Airflow's metadata DB migrated, with the pool that bounds Spark jobs (each xdist worker
+    has its own DB, tests/conftest.py; a file lock still keeps two migrations of one DB, e.g.
+    under a caller's AIRFLOW_HOME, from racing)."""
+    import fcntl
+
+    with open(Path(os.environ["AIRFLOW_HOME"]) / "migrate.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        airflow_cli("db", "migrate")
+        airflow_cli("pools", "set", "solaris_spark", "2", "SOLARIS Spark jobs")
 
 
 def run_dag(dag_id: str, run_after: datetime):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import timedelta
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -20,12 +21,15 @@ from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.conftest import FIRST, WORLD, Pipeline, run_dag
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Its own logical dates: dag.test of a (DAG, logical date) replaces that DAG run in the shared
+# Airflow DB, so the shared pipeline's runs of FIRST on the other xdist worker must not be hit.
+EARLY = FIRST.shift(-timedelta(hours=2))
 
 
 @pytest.fixture(scope="module")
 def two_tower_pipeline(tmp_path_factory, redis_url, airflow_db):
     """The tiny world, retrieval factors and a two-tower model trained by the training DAGs,
-    then one precompute run of FIRST; SOLARIS_* variables point every job at it."""
+    then one precompute run of EARLY; SOLARIS_* variables point every job at it."""
     import redis
 
     from solaris_lib.simulate.world import Simulator
@@ -41,8 +45,8 @@ def two_tower_pipeline(tmp_path_factory, redis_url, airflow_db):
     try:
         Simulator(WORLD).run(str(data_root / "logs"))
         for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
-            assert run_dag(dag_id, FIRST.start).state == "success", dag_id
-        assert run_dag("solaris_precompute", FIRST.end).state == "success"
+            assert run_dag(dag_id, EARLY.start).state == "success", dag_id
+        assert run_dag("solaris_precompute", EARLY.end).state == "success"
         yield Pipeline(data_root, redis_url, prefix)
     finally:
         for key, value in saved.items():
@@ -68,8 +72,8 @@ def test_the_two_tower_model_is_trained_promoted_inferred_published_and_found(
     assert artefact.manifest(artefact.version_dir(root, serving)) == {
         "factory": TWO_TOWER_FACTORY}
 
-    speculated = pq.read_table(layout.output(SPECULATED, FIRST)).to_pandas()
-    embeddings = pq.read_table(layout.output(EMBEDDINGS, FIRST)).to_pandas()
+    speculated = pq.read_table(layout.output(SPECULATED, EARLY)).to_pandas()
+    embeddings = pq.read_table(layout.output(EMBEDDINGS, EARLY)).to_pandas()
     assert len(speculated) > 0 and len(embeddings) == len(speculated)
     assert set(embeddings["model_version"]) == {serving}
     assert {len(e) for e in embeddings["embedding"]} == {2 * 64}  # D = 64 fp16

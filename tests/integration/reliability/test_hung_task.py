@@ -20,6 +20,10 @@ from tests.integration.reliability.test_pipeline_faults import (  # noqa: F401 -
     wait_until_gone,
 )
 
+# Its own logical date: dag.test of a (DAG, logical date) replaces that DAG run in the shared
+# Airflow DB, and test_pipeline_faults runs LATE on another xdist worker.
+OWN = LATE.shift(timedelta(days=1))
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -40,7 +44,7 @@ def test_a_hung_job_is_killed_at_its_timeout_and_retried(bare_root, monkeypatch,
     task.on_retry_callback = [lambda context: attempts.append(context["exception"])]
     alone = dag.partial_subset(["publish"], include_upstream=False, include_downstream=False)
 
-    run = alone.test(logical_date=LATE.end)
+    run = alone.test(logical_date=OWN.end)
 
     assert task_states(run) == {"publish": "success"} and run.state == "success"
     assert failures == {} and len(attempts) == 1

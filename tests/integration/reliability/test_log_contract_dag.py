@@ -5,6 +5,7 @@ Airflow (``dag.test`` of the sensor alone)."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
@@ -16,6 +17,10 @@ from tests.integration.reliability.test_pipeline_faults import (  # noqa: F401 -
     write_empty_hour,
 )
 
+# Its own logical date: dag.test of a (DAG, logical date) replaces that DAG run in the shared
+# Airflow DB, and test_pipeline_faults runs LATE on another xdist worker.
+OWN = LATE.shift(timedelta(days=2))
+
 pytestmark = pytest.mark.integration
 
 
@@ -23,7 +28,7 @@ def test_the_sensor_waits_for_the_marker_while_files_are_fresh(bare_root,  # noq
                                                                monkeypatch):
     from solaris_lib.orchestration import tasks
 
-    folder = write_empty_hour(bare_root / "logs", LATE.start)  # a file, no marker
+    folder = write_empty_hour(bare_root / "logs", OWN.start)  # a file, no marker
     pokes, poked_twice = [], threading.Event()
     real = tasks.missing_log_partitions
 
@@ -48,7 +53,7 @@ def test_the_sensor_waits_for_the_marker_while_files_are_fresh(bare_root,  # noq
 
     producer = threading.Thread(target=producer_done, daemon=True)
     producer.start()
-    run = sensor_only.test(logical_date=LATE.end)
+    run = sensor_only.test(logical_date=OWN.end)
     producer.join(timeout=5)
     assert task_states(run) == {"wait_for_logs": "success"} and run.state == "success"
     assert pokes[:2] == [1, 1] and pokes[-1] == 0
