@@ -127,8 +127,10 @@ def spark_task(spec: DagSpec, task_id: str, job: str, name: str | None = None,
 def asset(kind: str, spec: DagSpec) -> Asset:
     """The asset ``kind`` (``foundation-model``, ``retrieval-factors``, ``embedding-cache``) of
     the deployment ``spec`` describes: training DAGs produce the first two, the precompute
-    DAG consumes them and produces the third."""
-    return Asset(name=f"solaris_{kind.replace('-', '_')}", uri=asset_uri(kind, spec))
+    DAG consumes them and produces the third. Name and URI both carry the deployment's key
+    prefix (``solaris_embedding_cache`` for the default ``solaris``): Airflow keeps one active
+    asset per name, so deployments sharing one Airflow must not share names."""
+    return Asset(name=f"{spec.key_prefix}_{kind.replace('-', '_')}", uri=asset_uri(kind, spec))
 
 
 def precompute_params(spec: DagSpec) -> dict[str, Param]:
