@@ -243,25 +243,31 @@ def best_epoch(curve: list[EpochStats]) -> int:
     return min(scored, key=lambda c: c.validation_loss).epoch if scored else curve[-1].epoch
 
 
-def new_network(cfg: FoundationConfig, train: Examples):
-    """A seeded :class:`FoundationNet` whose output bias starts at ``train``'s click rate."""
+def new_network(cfg, train: Examples, model: str = "foundation"):
+    """A seeded network of shipped ``model`` (``cfg`` its config) whose output bias starts at
+    ``train``'s click rate."""
     import torch
 
-    from solaris_lib.model.network import FoundationNet
-
     torch.manual_seed(cfg.seed)
-    net = FoundationNet(cfg)
+    if model == "two_tower":
+        from solaris_lib.model.two_tower import TwoTowerNet
+
+        net = TwoTowerNet(cfg)
+    else:
+        from solaris_lib.model.network import FoundationNet
+
+        net = FoundationNet(cfg)
     net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
     return net
 
 
-def fit(cfg: FoundationConfig, train: Examples, device=None):
-    """(trained :class:`FoundationNet` on CPU, learning curve): single process, seeded
-    (deterministic on CPU)."""
+def fit(cfg, train: Examples, device=None, model: str = "foundation"):
+    """(trained network of shipped ``model`` on CPU in eval mode, learning curve): single
+    process, seeded (deterministic on CPU)."""
     import torch
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    net = new_network(cfg, train)
+    net = new_network(cfg, train, model)
     curve = train_loop(net.to(device), cfg, train, device=device)
     return net.eval().cpu(), curve
 
@@ -275,15 +281,6 @@ def model_config(model: str, preset: str, **overrides):
 
         return TwoTowerConfig.preset(preset, **overrides)
     return FoundationConfig.preset(preset, **overrides)
-
-
-def fit_model(model: str, cfg, train: Examples):
-    """(trained contract model on CPU, learning curve) of shipped ``model``, one process."""
-    if model == "two_tower":
-        from solaris_lib.model.two_tower import fit_two_tower
-
-        return fit_two_tower(cfg, train)
-    return fit(cfg, train)
 
 
 def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -> dict:
@@ -414,7 +411,7 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     if request.processes > 1:
         net, curve = fit_distributed(cfg, train, request.processes)
     else:
-        net, curve = fit_model(request.model, cfg, train)
+        net, curve = fit(cfg, train, model=request.model)
     train_s = time.perf_counter() - started
     fm = metrics.summary(held.t_labels, predict(net, held))
     base = evaluate_baseline(train, held, cfg.seed)

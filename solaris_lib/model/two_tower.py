@@ -19,8 +19,8 @@ scales, ``D`` = ``dim`` (64).
        ─► Linear + GELU ─► interaction embedding (B, T, D) ─► linear + b_t ─► logit (B, T)
 
 The half-lives are learnt (stored as their logarithm), starting at 1 h, 1 d and 7 d.
-Trained by :func:`fit_two_tower`, which runs :func:`solaris_lib.model.train.train_loop` (the
-same AdamW schedule, validation slice and early stopping as the foundation model).
+Trained by :func:`solaris_lib.model.train.fit` (``model="two_tower"``), which runs ``train_loop``
+(the same AdamW schedule, validation slice and early stopping as the foundation model).
 """
 
 from __future__ import annotations
@@ -205,17 +205,3 @@ class TwoTowerNet(nn.Module):
 def two_tower_net(config: dict) -> TwoTowerNet:
     """The artefact factory (``solaris_lib.model.two_tower:two_tower_net``)."""
     return TwoTowerNet(TwoTowerConfig.from_dict(config))
-
-
-def fit_two_tower(cfg: TwoTowerConfig, train, device=None):
-    """(trained :class:`TwoTowerNet` on CPU in eval mode, learning curve) on
-    :class:`~solaris_lib.model.examples.Examples`: seeded, single process, the foundation
-    model's ``train_loop`` (AdamW, warm-up + cosine, early stopping on the newest requests)."""
-    from solaris_lib.model.train import train_loop
-
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.manual_seed(cfg.seed)
-    net = TwoTowerNet(cfg)
-    net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
-    curve = train_loop(net.to(device), cfg, train, device=device)
-    return net.eval().cpu(), curve

@@ -87,7 +87,7 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     """A :class:`FoundationEmbedder` of the shipped model ``config.fm_model`` trained on the
     requests before ``split`` (CPU, seeded); any model of the contract serves the same way."""
     from solaris_lib.model.online import FoundationEmbedder
-    from solaris_lib.model.train import fit_model, model_config
+    from solaris_lib.model.train import fit, model_config
 
     overrides = {"seed": config.seed}
     if config.fm_epochs is not None:
@@ -101,7 +101,7 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     if not len(train):
         raise EmptyInputError(f"no labelled requests before {split} to train the FM")
     started = time.perf_counter()
-    net, curve = fit_model(config.fm_model, cfg, train)
+    net, curve = fit(cfg, train, device="cpu", model=config.fm_model)
     log.info("FM (%s %s, best of %d epochs) trained on %d requests in %.1f s", config.fm_model,
              config.fm_preset, len(curve), len(train), time.perf_counter() - started)
     return FoundationEmbedder(net, f"transfer-{split:%Y%m%dT%H%M%SZ}", device="cpu",

@@ -30,7 +30,8 @@ from solaris_lib.model.contract import (  # noqa: E402
 from solaris_lib.model.examples import build_examples  # noqa: E402
 from solaris_lib.model.network import FoundationNet  # noqa: E402
 from solaris_lib.model.online import FoundationEmbedder  # noqa: E402
-from solaris_lib.model.two_tower import TwoTowerConfig, TwoTowerNet, fit_two_tower  # noqa: E402
+from solaris_lib.model.train import fit  # noqa: E402
+from solaris_lib.model.two_tower import TwoTowerConfig, TwoTowerNet  # noqa: E402
 
 FACTORY = {"foundation": FOUNDATION_FACTORY, "two_tower": TWO_TOWER_FACTORY}
 
@@ -299,7 +300,7 @@ def test_the_two_tower_model_trains_with_the_shared_train_loop():
     torch.set_num_threads(1)
     examples = build_examples(_planted_log())
     cfg = TwoTowerConfig.preset("test", epochs=4, batch_requests=32, patience=4)
-    net, curve = fit_two_tower(cfg, examples, device="cpu")
+    net, curve = fit(cfg, examples, device="cpu", model="two_tower")
     assert [c.epoch for c in curve] == [1, 2, 3, 4]
     assert curve[-1].train_loss < curve[0].train_loss
     logits = predict(net, examples)
