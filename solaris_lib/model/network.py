@@ -24,7 +24,7 @@ items like this one, and how recently"):
 
 ``encode_history`` runs once per user: token embeddings, the optional self-attention encoder
 (``layers``) and key/value projections: O(B L d^2 layers).
-``interact`` scores the T targets against it: O(B T L d). :func:`naive_interact` re-encodes
+``interact`` scores the T targets against it: O(B T L d). :func:`solaris_lib.model.contract.naive_embed` re-encodes
 the history for every (user, target) pair, as a model that scores pairs one by one would; both
 give the same numbers (up to float rounding). The interaction embedding (B, T, D) is the last
 hidden layer; the logit is a linear read-out of it, so the cached vector carries the score.
@@ -122,7 +122,33 @@ def _read(query: torch.Tensor, state: HistoryState) -> tuple[torch.Tensor, torch
     return read, torch.logsumexp(score, -1)
 
 
-class FoundationNet(nn.Module):
+class ContractNet(nn.Module):
+    """What every shipped network shares: the contract's ``dim``, ``max_history`` and
+    ``max_clicks`` read from ``self.cfg``, and the output bias ``self.out`` set at a base rate."""
+
+    cfg: object
+    out: nn.Linear
+
+    @property
+    def dim(self) -> int:
+        return self.cfg.dim
+
+    @property
+    def max_history(self) -> int:
+        return self.cfg.max_history
+
+    @property
+    def max_clicks(self) -> int:
+        return self.cfg.max_clicks
+
+    def set_base_rate(self, ctr: float) -> None:
+        """Start the output bias at the logit of the training click rate."""
+        ctr = min(max(ctr, 1e-4), 1 - 1e-4)
+        with torch.no_grad():
+            self.out.bias.fill_(math.log(ctr / (1 - ctr)))
+
+
+class FoundationNet(ContractNet):
     """Target-aware sequence model producing (B, T, D) interaction embeddings and (B, T) logits.
 
     Implements :class:`~solaris_lib.model.contract.InteractionModel`: ``encode`` is
@@ -165,12 +191,6 @@ class FoundationNet(nn.Module):
             activation="gelu", batch_first=True, norm_first=True)
         return nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
 
-    def set_base_rate(self, ctr: float) -> None:
-        """Start the output bias at the logit of the training click rate."""
-        ctr = min(max(ctr, 1e-4), 1 - 1e-4)
-        with torch.no_grad():
-            self.out.bias.fill_(math.log(ctr / (1 - ctr)))
-
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, d) -> (B, H, L, d_h)."""
         b, n, _ = x.shape
@@ -204,18 +224,6 @@ class FoundationNet(nn.Module):
         emb = self.head(features)
         return emb, self.out(emb).squeeze(-1)
 
-    @property
-    def dim(self) -> int:
-        return self.cfg.dim
-
-    @property
-    def max_history(self) -> int:
-        return self.cfg.max_history
-
-    @property
-    def max_clicks(self) -> int:
-        return self.cfg.max_clicks
-
     def encode(self, items, clicks, gaps, mask) -> HistoryState:
         """The contract's ``encode``: :meth:`encode_history`."""
         return self.encode_history(items, clicks, gaps, mask)
@@ -233,23 +241,3 @@ def foundation_net(config: dict) -> FoundationNet:
     """The artefact factory (``solaris_lib.model.network:foundation_net``): a freshly
     initialised network of a ``config.json`` (:meth:`FoundationConfig.to_dict`)."""
     return FoundationNet(FoundationConfig.from_dict(config))
-
-
-def naive_interact(net: FoundationNet, items, clicks, gaps, mask, targets, chunk: int = 4096):
-    """The per-pair reference: re-encode the history for each of the B*T pairs.
-
-    Same inputs and outputs as :meth:`FoundationNet.forward`; ``chunk`` pairs at a time.
-    """
-    b, t = targets.shape
-    idx = torch.arange(b, device=targets.device).repeat_interleave(t)  # (B*T,) user of each pair
-    flat = targets.reshape(-1, 1)
-    embs, logits = [], []
-    for start in range(0, b * t, chunk):
-        sel = idx[start:start + chunk]
-        emb, logit = net(items[sel], clicks[sel], gaps[sel], mask[sel], flat[start:start + chunk])
-        embs.append(emb[:, 0])
-        logits.append(logit[:, 0])
-    if not embs:
-        return targets.new_zeros((b, t, net.cfg.dim), dtype=torch.float32), targets.new_zeros(
-            (b, t), dtype=torch.float32)
-    return torch.cat(embs).reshape(b, t, -1), torch.cat(logits).reshape(b, t)

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from solaris_lib.errors import ConfigError
-from solaris_lib.model.network import HashedTable, activity
+from solaris_lib.model.network import ContractNet, HashedTable, activity
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class CrossLayer(nn.Module):
         return x0 * self.linear(x) + x
 
 
-class TwoTowerNet(nn.Module):
+class TwoTowerNet(ContractNet):
     """User tower (time-decay pooled history) x item tower (hashed id), crossed; an
     :class:`~solaris_lib.model.contract.InteractionModel`."""
 
@@ -154,24 +154,6 @@ class TwoTowerNet(nn.Module):
         self.cross = nn.ModuleList(CrossLayer(3 * d) for _ in range(cfg.cross_layers))
         self.head = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(3 * d, cfg.dim), nn.GELU())
         self.out = nn.Linear(cfg.dim, 1)
-
-    @property
-    def dim(self) -> int:
-        return self.cfg.dim
-
-    @property
-    def max_history(self) -> int:
-        return self.cfg.max_history
-
-    @property
-    def max_clicks(self) -> int:
-        return self.cfg.max_clicks
-
-    def set_base_rate(self, ctr: float) -> None:
-        """Start the output bias at the logit of the training click rate."""
-        ctr = min(max(ctr, 1e-4), 1 - 1e-4)
-        with torch.no_grad():
-            self.out.bias.fill_(math.log(ctr / (1 - ctr)))
 
     def encode(self, items, clicks, gaps, mask) -> UserState:
         """(B, L) histories -> the user vector (B, d); padded slots weigh exactly zero."""

@@ -7,11 +7,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
+from solaris_lib.model.contract import naive_embed  # noqa: E402
 from solaris_lib.model.network import (  # noqa: E402
     FoundationNet,
     gap_bucket,
     hash_items,
-    naive_interact,
 )
 
 
@@ -38,7 +38,7 @@ def test_shared_equals_naive(preset):
     args = _inputs(5, 12, 7)
     with torch.inference_mode():
         emb, logit = net(*args)
-        emb_n, logit_n = naive_interact(net, *args, chunk=9)
+        emb_n, logit_n = naive_embed(net, *args, chunk=9)
     assert emb.shape == (5, 7, net.cfg.dim) and logit.shape == (5, 7)
     assert torch.isfinite(emb).all() and torch.isfinite(logit).all()
     assert (emb - emb_n).abs().max().item() <= 1e-5
