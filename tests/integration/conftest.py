@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -83,25 +84,25 @@ class Published:
     content: dict[bytes, dict]
 
 
-@pytest.fixture(scope="session")
-def pipeline(tmp_path_factory, redis_url, airflow_db):
-    """The tiny world simulated, retrieval factors and a foundation model trained by the
-    training DAGs; SOLARIS_* variables point every job at it for the whole session."""
+@contextmanager
+def trained_world(data_root: Path, redis_url: str, prefix: str, trained_at: datetime,
+                  **extra: str):
+    """The tiny world simulated under ``data_root`` and both training DAGs run at
+    ``trained_at``, with SOLARIS_* variables (plus ``extra``) pointing every job at it; the
+    variables are restored and every Redis key under ``prefix`` deleted afterwards."""
     import redis
 
     from solaris_lib.simulate.world import Simulator
 
-    data_root = tmp_path_factory.mktemp("pipeline") / "data"
-    prefix = f"solaris-test-{uuid.uuid4().hex[:10]}"
     env = {"SOLARIS_DATA_ROOT": str(data_root), "SOLARIS_REDIS_URL": redis_url,
            "SOLARIS_REDIS_KEY_PREFIX": prefix, "SOLARIS_FOUNDATION_PRESET": "test",
-           "SOLARIS_SPECULATE_BUDGET_PER_USER": "20", "SOLARIS_FALLBACK_CLUSTERS": "8"}
+           "SOLARIS_SPECULATE_BUDGET_PER_USER": "20", "SOLARIS_FALLBACK_CLUSTERS": "8", **extra}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         Simulator(WORLD).run(str(data_root / "logs"))
         for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
-            assert run_dag(dag_id, FIRST.start).state == "success", dag_id
+            assert run_dag(dag_id, trained_at).state == "success", dag_id
         yield Pipeline(data_root, redis_url, prefix)
     finally:
         for key, value in saved.items():
@@ -113,6 +114,16 @@ def pipeline(tmp_path_factory, redis_url, airflow_db):
         keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
         for start in range(0, len(keys), 500):
             client.delete(*keys[start:start + 500])
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory, redis_url, airflow_db):
+    """The tiny world simulated, retrieval factors and a foundation model trained by the
+    training DAGs; SOLARIS_* variables point every job at it for the whole session."""
+    data_root = tmp_path_factory.mktemp("pipeline") / "data"
+    with trained_world(data_root, redis_url, f"solaris-test-{uuid.uuid4().hex[:10]}",
+                       FIRST.start) as world:
+        yield world
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ DAG infers, evaluates and publishes with it, and the client looks the pairs up w
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import timedelta
 
@@ -18,7 +17,7 @@ from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
 from solaris_lib.model import artefact
 from solaris_lib.model.contract import TWO_TOWER_FACTORY
 from tests.budgets import TEST_TIMEOUT_MS
-from tests.integration.conftest import FIRST, WORLD, Pipeline, run_dag
+from tests.integration.conftest import FIRST, run_dag, trained_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # Its own logical dates: dag.test of a (DAG, logical date) replaces that DAG run in the shared
@@ -30,34 +29,11 @@ EARLY = FIRST.shift(-timedelta(hours=2))
 def two_tower_pipeline(tmp_path_factory, redis_url, airflow_db):
     """The tiny world, retrieval factors and a two-tower model trained by the training DAGs,
     then one precompute run of EARLY; SOLARIS_* variables point every job at it."""
-    import redis
-
-    from solaris_lib.simulate.world import Simulator
-
     data_root = tmp_path_factory.mktemp("two-tower-pipeline") / "data"
-    prefix = f"solaris-test-tt-{uuid.uuid4().hex[:10]}"
-    env = {"SOLARIS_DATA_ROOT": str(data_root), "SOLARIS_REDIS_URL": redis_url,
-           "SOLARIS_REDIS_KEY_PREFIX": prefix, "SOLARIS_FOUNDATION_PRESET": "test",
-           "SOLARIS_FOUNDATION_MODEL": "two_tower",
-           "SOLARIS_SPECULATE_BUDGET_PER_USER": "20", "SOLARIS_FALLBACK_CLUSTERS": "8"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        Simulator(WORLD).run(str(data_root / "logs"))
-        for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
-            assert run_dag(dag_id, EARLY.start).state == "success", dag_id
+    with trained_world(data_root, redis_url, f"solaris-test-tt-{uuid.uuid4().hex[:10]}",
+                       EARLY.start, SOLARIS_FOUNDATION_MODEL="two_tower") as world:
         assert run_dag("solaris_precompute", EARLY.end).state == "success"
-        yield Pipeline(data_root, redis_url, prefix)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        client = redis.Redis.from_url(redis_url)
-        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start:start + 500])
+        yield world
 
 
 def test_the_two_tower_model_is_trained_promoted_inferred_published_and_found(
