@@ -39,6 +39,10 @@ LOCAL_CONF = {
     # A local session runs many short jobs in one small heap: let the ContextCleaner find the
     # broadcasts of dropped plans every 30 s rather than every 30 min (see collect_garbage).
     "spark.cleaner.periodicGC.interval": "30s",
+    # One local session lives for a whole test worker or report (hundreds of distinct plans,
+    # each with its own generated classes): the JVM's default 240 MB code cache filled up in
+    # CI ("Out of space in CodeCache for adapters") and every later query failed.
+    "spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=768m",
 }
 
 
