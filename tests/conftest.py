@@ -127,47 +127,23 @@ def tiny_world(tmp_path_factory):
     return out
 
 
-# ``make test`` runs the suite on two xdist workers. Tests of one module run on one worker (its
-# module fixtures are built once), and so do all tests of a costly session fixture: the
-# scheduler sees node ids only, so those fixtures' users are listed here by path, and
-# pytest_collection_modifyitems fails a test that uses one from a file not listed.
-_SHARED_FIXTURE_PATHS = {
-    "pipeline": ("tests/integration/orchestration/test_precompute_dag.py",
-                 "tests/integration/orchestration/test_rest_api.py",
-                 "tests/integration/orchestration/test_multinode.py",
-                 "tests/integration/reliability/test_pipeline_faults.py"),
-    "model_data_root": ("tests/integration/model/",),
-    "inference_inputs": ("tests/integration/model/",),
-}
-
-
-def _work_group(nodeid: str) -> str:
-    """The scheduling unit of a test: its fixture group, else its module's path."""
-    path = nodeid.split("::", 1)[0]
-    for fixture, paths in _SHARED_FIXTURE_PATHS.items():
-        if path.startswith(paths):
-            return fixture
-    return path
-
-
+# ``make test`` runs the suite on two xdist workers: tests/scheduling.py makes the work units.
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Module-and-fixture groups on the workers (xdist's own ``loadgroup`` cannot mark node ids
-    under pytest 9, whose node id is read-only)."""
-    from xdist.scheduler import LoadScopeScheduling
+    """Whole modules and shared-fixture groups as work units (xdist's own ``loadgroup`` cannot
+    mark node ids under pytest 9, whose node id is read-only)."""
+    from tests.scheduling import make_scheduler
 
-    class _Groups(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return _work_group(nodeid)
-
-    return _Groups(config, log)
+    return make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     """A test using a costly session fixture must be in a file its group lists."""
+    from tests.scheduling import SHARED_FIXTURE_PATHS
+
     for item in items:
-        for fixture, paths in _SHARED_FIXTURE_PATHS.items():
+        for fixture, paths in SHARED_FIXTURE_PATHS.items():
             if fixture in item.fixturenames and not item.nodeid.startswith(paths):
                 raise pytest.UsageError(
                     f"{item.nodeid} uses the session fixture {fixture!r}: add its file to "
-                    "_SHARED_FIXTURE_PATHS in tests/conftest.py so that one xdist worker builds it")
+                    "SHARED_FIXTURE_PATHS in tests/scheduling.py so that one xdist worker builds it")

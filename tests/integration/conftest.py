@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from solaris_lib.intervals import Interval
+from solaris_lib.layout import RETRIEVAL
 from solaris_lib.simulate.config import WorldConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,10 +87,15 @@ class Published:
 
 @contextmanager
 def trained_world(data_root: Path, redis_url: str, prefix: str, trained_at: datetime,
-                  **extra: str):
+                  copy_of: Path | None = None, **extra: str):
     """The tiny world simulated under ``data_root`` and both training DAGs run at
     ``trained_at``, with SOLARIS_* variables (plus ``extra``) pointing every job at it; the
-    variables are restored and every Redis key under ``prefix`` deleted afterwards."""
+    variables are restored and every Redis key under ``prefix`` deleted afterwards.
+
+    ``copy_of`` (another trained world's data root) copies its logs and retrieval factors
+    instead of simulating and training them again: only the foundation DAG runs."""
+    import shutil
+
     import redis
 
     from solaris_lib.simulate.world import Simulator
@@ -100,8 +106,14 @@ def trained_world(data_root: Path, redis_url: str, prefix: str, trained_at: date
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        Simulator(WORLD).run(str(data_root / "logs"))
-        for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
+        dags = ["solaris_train_foundation"]
+        if copy_of is None:
+            Simulator(WORLD).run(str(data_root / "logs"))
+            dags.insert(0, "solaris_train_retrieval")
+        else:
+            for folder in ("logs", RETRIEVAL):
+                shutil.copytree(copy_of / folder, data_root / folder)
+        for dag_id in dags:
             assert run_dag(dag_id, trained_at).state == "success", dag_id
         yield Pipeline(data_root, redis_url, prefix)
     finally:

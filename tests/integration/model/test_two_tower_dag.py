@@ -20,19 +20,21 @@ from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.conftest import FIRST, run_dag, trained_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-# Its own logical dates: dag.test of a (DAG, logical date) replaces that DAG run in the shared
-# Airflow DB, so the shared pipeline's runs of FIRST on the other xdist worker must not be hit.
-EARLY = FIRST.shift(-timedelta(hours=2))
+# Its own logical dates: dag.test of a (DAG, logical date) replaces that DAG run in the worker's
+# Airflow DB, where the shared pipeline's runs of FIRST and SECOND live.
+LATER = FIRST.shift(timedelta(hours=3))
 
 
 @pytest.fixture(scope="module")
-def two_tower_pipeline(tmp_path_factory, redis_url, airflow_db):
-    """The tiny world, retrieval factors and a two-tower model trained by the training DAGs,
-    then one precompute run of EARLY; SOLARIS_* variables point every job at it."""
+def two_tower_pipeline(pipeline, tmp_path_factory):
+    """The shared pipeline's logs and retrieval factors, a two-tower model trained and
+    promoted by the foundation training DAG, then one precompute run of LATER; SOLARIS_*
+    variables point every job at it."""
     data_root = tmp_path_factory.mktemp("two-tower-pipeline") / "data"
-    with trained_world(data_root, redis_url, f"solaris-test-tt-{uuid.uuid4().hex[:10]}",
-                       EARLY.start, SOLARIS_FOUNDATION_MODEL="two_tower") as world:
-        assert run_dag("solaris_precompute", EARLY.end).state == "success"
+    with trained_world(data_root, pipeline.redis_url, f"solaris-test-tt-{uuid.uuid4().hex[:10]}",
+                       LATER.start, copy_of=pipeline.data_root,
+                       SOLARIS_FOUNDATION_MODEL="two_tower") as world:
+        assert run_dag("solaris_precompute", LATER.end).state == "success"
         yield world
 
 
@@ -48,8 +50,8 @@ def test_the_two_tower_model_is_trained_promoted_inferred_published_and_found(
     assert artefact.manifest(artefact.version_dir(root, serving)) == {
         "factory": TWO_TOWER_FACTORY}
 
-    speculated = pq.read_table(layout.output(SPECULATED, EARLY)).to_pandas()
-    embeddings = pq.read_table(layout.output(EMBEDDINGS, EARLY)).to_pandas()
+    speculated = pq.read_table(layout.output(SPECULATED, LATER)).to_pandas()
+    embeddings = pq.read_table(layout.output(EMBEDDINGS, LATER)).to_pandas()
     assert len(speculated) > 0 and len(embeddings) == len(speculated)
     assert set(embeddings["model_version"]) == {serving}
     assert {len(e) for e in embeddings["embedding"]} == {2 * 64}  # D = 64 fp16
