@@ -16,6 +16,8 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -36,6 +38,22 @@ DEMO_SETTINGS = {"SOLARIS_FOUNDATION_PRESET": "small", "SOLARIS_SPECULATE_BUDGET
                  "SOLARIS_LOG_QUIET_PERIOD": "0s"}
 FIRST_HOUR = 10  # precompute from 10:00 on the last simulated day (a busy hour)
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def _stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` (appending) while the block runs: processes started
+    inside keep writing there; this process's stderr is restored afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def banner(text: str) -> None:
@@ -258,7 +276,9 @@ def _demo(started: float) -> int:
 
     from solaris_lib.sparkutil import get_spark
 
-    spark = get_spark("solaris-demo-report", master="local[2]")
+    spark_log = join(settings.data_root, "spark-demo.log")
+    with _stderr_to(spark_log):  # the JVM keeps it: its start-up notices stay out of the demo
+        spark = get_spark("solaris-demo-report", master="local[2]")
     try:
         with step("per-interval table"):
             print_table(interval_rows(spark, layout, intervals))
@@ -273,7 +293,7 @@ def _demo(started: float) -> int:
     with step("transfer report"):
         transfer_report(settings)
     print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}; "
-          f"Airflow logs under {services.home}/logs")
+          f"Airflow logs under {services.home}/logs; the demo's own Spark log {spark_log}")
     return 0
 
 
