@@ -3,27 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 
-from solaris_lib.intervals import Interval, parse_duration
-
-
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """``--start ISO --end ISO`` (the data interval) and ``--lookback``."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--start", required=True, help="data interval start (ISO-8601, UTC)")
-    parser.add_argument("--end", required=True, help="data interval end (ISO-8601, UTC)")
-    parser.add_argument("--lookback", default="28d", help="history window before --end")
-    return parser
-
-
-def interval_of(args) -> Interval:
-    return Interval.parse(args.start, args.end)
-
-
-def lookback_of(args):
-    return parse_duration(args.lookback)
+from solaris_lib.intervals import parse_duration
 
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,9 +59,3 @@ def live_overrides(args, settings) -> dict:
 
 def _first_given(*values):
     return next((v for v in values if v is not None), None)
-
-
-def configure_job_logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -7,8 +7,9 @@ import pytest
 
 from solaris_lib.config import load_settings
 from solaris_lib.errors import ConfigError
+from solaris_lib.jobs.speculate import JOB
 from solaris_lib.speculation.config import SpeculateConfig, speculate_config
-from solaris_lib.speculation.jobargs import add_live_arguments, base_parser, live_overrides
+from solaris_lib.speculation.jobargs import live_overrides
 
 INTERVAL = ["--start", "2026-01-05T10:00", "--end", "2026-01-05T11:00"]
 
@@ -19,9 +20,7 @@ def _config(monkeypatch, env: dict, *flags: str) -> SpeculateConfig:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parser = base_parser("speculate")
-    add_live_arguments(parser)
-    args = parser.parse_args([*INTERVAL, *flags])
+    args = JOB.parser().parse_args([*INTERVAL, *flags])  # the speculate job's own flags
     return speculate_config(budget_per_user=10, **live_overrides(args, load_settings()))
 
 
