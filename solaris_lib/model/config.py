@@ -89,6 +89,13 @@ class FoundationConfig:
             raise ConfigError(f"unknown foundation config keys: {', '.join(unknown)}")
         return cls(**values)
 
+    def network(self):
+        """A freshly initialised :class:`~solaris_lib.model.network.FoundationNet` of this
+        config (torch is imported here, not with the config)."""
+        from solaris_lib.model.network import FoundationNet
+
+        return FoundationNet(self)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -243,31 +243,24 @@ def best_epoch(curve: list[EpochStats]) -> int:
     return min(scored, key=lambda c: c.validation_loss).epoch if scored else curve[-1].epoch
 
 
-def new_network(cfg, train: Examples, model: str = "foundation"):
-    """A seeded network of shipped ``model`` (``cfg`` its config) whose output bias starts at
-    ``train``'s click rate."""
+def new_network(cfg, train: Examples):
+    """A seeded network of ``cfg`` (any shipped model's config: ``cfg.network()``) whose output
+    bias starts at ``train``'s click rate."""
     import torch
 
     torch.manual_seed(cfg.seed)
-    if model == "two_tower":
-        from solaris_lib.model.two_tower import TwoTowerNet
-
-        net = TwoTowerNet(cfg)
-    else:
-        from solaris_lib.model.network import FoundationNet
-
-        net = FoundationNet(cfg)
+    net = cfg.network()
     net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
     return net
 
 
-def fit(cfg, train: Examples, device=None, model: str = "foundation"):
-    """(trained network of shipped ``model`` on CPU in eval mode, learning curve): single
+def fit(cfg, train: Examples, device=None):
+    """(trained network of ``cfg``'s model on CPU in eval mode, learning curve): single
     process, seeded (deterministic on CPU)."""
     import torch
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    net = new_network(cfg, train, model)
+    net = new_network(cfg, train)
     curve = train_loop(net.to(device), cfg, train, device=device)
     return net.eval().cpu(), curve
 
@@ -283,7 +276,7 @@ def model_config(model: str, preset: str, **overrides):
     return FoundationConfig.preset(preset, **overrides)
 
 
-def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -> dict:
+def _distributed_worker(cfg, train: Examples, use_gpu: bool) -> dict:
     """Runs in each process started by TorchDistributor (torchrun env): DDP over NCCL on the
     process's GPU (``LOCAL_RANK``), or over gloo on CPU."""
     import os
@@ -307,21 +300,20 @@ def _distributed_worker(cfg: FoundationConfig, train: Examples, use_gpu: bool) -
         dist.destroy_process_group()
 
 
-def fit_distributed(cfg: FoundationConfig, train: Examples, processes: int,
+def fit_distributed(cfg, train: Examples, processes: int,
                     use_gpu: bool | None = None):
     """Train with ``processes`` DDP workers started by Spark's TorchDistributor, one GPU each
     when ``use_gpu`` (default: when this machine's torch sees CUDA), else on CPU over gloo."""
     import torch
     from pyspark.ml.torch.distributor import TorchDistributor
 
-    from solaris_lib.model.network import FoundationNet
     from solaris_lib.sparkutil import get_spark
 
     use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
     get_spark("solaris-train-foundation")  # the distributor needs an active session
     out = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(
         _distributed_worker, cfg, train, use_gpu)
-    net = FoundationNet(cfg)
+    net = cfg.network()
     net.load_state_dict({k: torch.from_numpy(v) for k, v in out["state"].items()})
     return net.eval(), [EpochStats(**c) for c in out["curve"]]
 
@@ -411,7 +403,7 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     if request.processes > 1:
         net, curve = fit_distributed(cfg, train, request.processes)
     else:
-        net, curve = fit(cfg, train, model=request.model)
+        net, curve = fit(cfg, train)
     train_s = time.perf_counter() - started
     fm = metrics.summary(held.t_labels, predict(net, held))
     base = evaluate_baseline(train, held, cfg.seed)

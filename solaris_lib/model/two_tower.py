@@ -19,8 +19,9 @@ scales, ``D`` = ``dim`` (64).
        ─► Linear + GELU ─► interaction embedding (B, T, D) ─► linear + b_t ─► logit (B, T)
 
 The half-lives are learnt (stored as their logarithm), starting at 1 h, 1 d and 7 d.
-Trained by :func:`solaris_lib.model.train.fit` (``model="two_tower"``), which runs ``train_loop``
-(the same AdamW schedule, validation slice and early stopping as the foundation model).
+Trained by :func:`solaris_lib.model.train.fit` on a :class:`TwoTowerConfig`, which runs
+``train_loop`` (the same AdamW schedule, validation slice and early stopping as the foundation
+model).
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ class TwoTowerConfig:
         if unknown:
             raise ConfigError(f"unknown two-tower config keys: {', '.join(unknown)}")
         return cls(**values)
+
+    def network(self) -> TwoTowerNet:
+        """A freshly initialised :class:`TwoTowerNet` of this config."""
+        return TwoTowerNet(self)
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "half_lives_s": list(self.half_lives_s)}

@@ -101,7 +101,7 @@ def train_foundation(examples, split: datetime, config: TransferConfig):
     if not len(train):
         raise EmptyInputError(f"no labelled requests before {split} to train the FM")
     started = time.perf_counter()
-    net, curve = fit(cfg, train, device="cpu", model=config.fm_model)
+    net, curve = fit(cfg, train, device="cpu")
     log.info("FM (%s %s, best of %d epochs) trained on %d requests in %.1f s", config.fm_model,
              config.fm_preset, len(curve), len(train), time.perf_counter() - started)
     return FoundationEmbedder(net, f"transfer-{split:%Y%m%dT%H%M%SZ}", device="cpu",

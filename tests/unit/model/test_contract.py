@@ -300,7 +300,8 @@ def test_the_two_tower_model_trains_with_the_shared_train_loop():
     torch.set_num_threads(1)
     examples = build_examples(_planted_log())
     cfg = TwoTowerConfig.preset("test", epochs=4, batch_requests=32, patience=4)
-    net, curve = fit(cfg, examples, device="cpu", model="two_tower")
+    net, curve = fit(cfg, examples, device="cpu")
+    assert type(net) is TwoTowerNet  # the config picks the network
     assert [c.epoch for c in curve] == [1, 2, 3, 4]
     assert curve[-1].train_loss < curve[0].train_loss
     logits = predict(net, examples)
