@@ -39,12 +39,6 @@ LOCAL_CONF = {
     # A local session runs many short jobs in one small heap: let the ContextCleaner find the
     # broadcasts of dropped plans every 30 s rather than every 30 min (see collect_garbage).
     "spark.cleaner.periodicGC.interval": "30s",
-    # One local session lives for a whole test worker or report (hundreds of distinct plans,
-    # each with its own generated classes). The JVM's default code cache is 240 MB, and 48 MB
-    # under the C1-only compiler that the suite runs with (tests/conftest.py): a test worker's
-    # session filled that in CI ("Out of space in CodeCache for adapters") and every later query
-    # of the session failed. Measured in a clean-clone CI run: up to 71 MB.
-    "spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=768m",
 }
 
 

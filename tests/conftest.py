@@ -57,9 +57,13 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # parallel collector spend about a third less CPU on them than the default tiered C2 and G1
 # (speculation-eval on the interaction log: 207 -> 137 CPU-s), and the suite is CPU-bound on
 # two cores. C1 frames are larger, hence the bigger thread stacks (ALS's deep lineage overflowed
-# the default 1 MB). spark-submit passes SPARK_SUBMIT_OPTS to the driver JVM; set it to override.
-os.environ.setdefault("SPARK_SUBMIT_OPTS",
-                      "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xss16m")
+# the default 1 MB). C1 alone also shrinks the JVM's code cache to 48 MB, which a worker's
+# in-process session (it lives for the whole run: hundreds of plans, each with generated classes)
+# outgrew in CI ("Out of space in CodeCache for adapters", every later query failed; up to 71 MB
+# used): hence the reserve. spark-submit passes SPARK_SUBMIT_OPTS to the driver JVM; set it to
+# override.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
+                      "-XX:+UseParallelGC -Xss16m")
 _BIN = os.path.dirname(sys.executable)
 if not os.environ.get("PATH", "").startswith(_BIN):
     os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
