@@ -64,6 +64,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # override.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
                       "-XX:+UseParallelGC -Xss16m")
+# the suite's own SOLARIS_* settings (above) and the caller's, before any fixture ran
+_SUITE_SETTINGS = {k: v for k, v in os.environ.items() if k.startswith("SOLARIS_")}
 _BIN = os.path.dirname(sys.executable)
 if not os.environ.get("PATH", "").startswith(_BIN):
     os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -101,6 +103,25 @@ def spark():
     session = get_spark("solaris-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _suite_settings(request):
+    """A module outside the pipeline group (tests/scheduling.py) sees the suite's SOLARIS_*
+    settings only: the shared ``pipeline`` fixture points every later job of its xdist worker
+    at its world through them for the rest of the session (a DAG parsed under its key prefix
+    names its assets after it)."""
+    from tests.scheduling import work_group
+
+    if work_group(request.node.nodeid) == "pipeline":
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        for key in [k for k in os.environ if k.startswith("SOLARIS_") and k not in _SUITE_SETTINGS]:
+            patch.delenv(key)
+        for key, value in _SUITE_SETTINGS.items():
+            patch.setenv(key, value)
+        yield
 
 
 @pytest.fixture(scope="module", autouse=True)
