@@ -123,7 +123,7 @@ def evaluate(logs: str, preset: str, epochs: int | None, seed: int,
     log.info("%d training requests (%d pairs), %d held-out pairs", len(train), train.pairs,
              held.pairs)
     overrides = {"seed": seed} if epochs is None else {"seed": seed, "epochs": epochs}
-    cfg = FoundationConfig.preset(preset, **overrides, **(changes or {}))
+    cfg = FoundationConfig.preset(preset, **{**overrides, **(changes or {})})
     net, curve = fit(cfg, train)
     fm, emb = predict(net, held, embeddings=True)
     logits = {

@@ -51,6 +51,7 @@ class FoundationConfig:
     epochs: int = 8  # most epochs; training stops earlier when validation stops improving
     patience: int = 2  # epochs without a better validation loss before stopping
     validation_share: float = 0.1  # newest share of training requests held for validation
+    time_ordered: bool = True  # batches oldest first (the model ends on the newest requests)
     seed: int = 0
 
     @property
@@ -107,7 +108,8 @@ PRESETS: dict[str, FoundationConfig] = {
     "test": FoundationConfig(dim=8, d_model=16, heads=2, max_history=8, max_clicks=4,
                              item_buckets=1024, gap_buckets=16, dropout=0.0,
                              batch_requests=64, epochs=2),
-    "small": FoundationConfig(d_model=48, max_history=48, max_clicks=32, item_buckets=1 << 15),
+    "small": FoundationConfig(d_model=48, max_history=96, max_clicks=64, item_buckets=1 << 15,
+                              batch_requests=128, epochs=1),
     "default": FoundationConfig(d_model=128, layers=2, heads=4, max_history=128, max_clicks=64,
                                 item_buckets=1 << 18, epochs=12),
     "large": FoundationConfig(d_model=256, layers=4, heads=8, max_history=256, max_clicks=128,

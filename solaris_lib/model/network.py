@@ -21,6 +21,10 @@ items like this one, and how recently"):
   weights are *not* normalised over the history, so the output grows with the number of
   matching recent events (intensity), and the relative-time bias lets a head forget with age.
 * **Activity**: counts of events and clicks in the last 1 h, 6 h, 1 d and 7 d (from the gaps).
+* **Exact matches**: how often, and how recently, the user was shown and clicked the target
+  item itself (counts and time-decayed counts over the history, :data:`MATCH_HALF_LIVES_S`).
+  Attention over hashed rows only approximates an exact match, and a user's own past with an
+  item is the strongest single signal a click log has.
 
 ``encode_history`` runs once per user: token embeddings, the optional self-attention encoder
 (``layers``) and key/value projections: O(B L d^2 layers).
@@ -44,6 +48,8 @@ CLICK_NO, CLICK_YES, CLICK_UNKNOWN = 0, 1, 2
 _HASH_MULTIPLIERS = (0x1E3779B97F4A7C15, 0x3C6EF372FE94F82B, 0x5A4ED4A5F2B0C3B1, 0x7F4A7C159E3779B9)
 _HASH_MIX = 0x2545F4914F6CDD1D
 ACTIVITY_WINDOWS_S = (3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0)
+MATCH_HALF_LIVES_S = (3600.0, 86400.0, 7 * 86400.0)
+MATCH_FEATURES = 2 + 2 * len(MATCH_HALF_LIVES_S)
 
 
 def hash_items(items: torch.Tensor, buckets: int, hashes: int) -> torch.Tensor:
@@ -78,6 +84,24 @@ def activity(gaps: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> to
     return torch.log1p(torch.stack(feats, dim=-1).float())
 
 
+def match_weights(gaps: torch.Tensor, clicks: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, L, MATCH_FEATURES) float what each history event adds to an exact match: 1 and
+    ``2 ** (-gap / h)`` for each half-life ``h`` of :data:`MATCH_HALF_LIVES_S`, each for every
+    event and for clicks only; zero in empty slots. gaps (B, L) s, clicks and mask (B, L)."""
+    valid, clicked = mask.float(), (mask & (clicks == CLICK_YES)).float()
+    decays = [torch.exp2(-gaps.float() / h) for h in MATCH_HALF_LIVES_S]
+    weights = [torch.ones_like(valid), *decays]
+    return torch.stack([w * valid for w in weights] + [w * clicked for w in weights], -1)
+
+
+def exact_matches(targets: torch.Tensor, items: torch.Tensor, weights: torch.Tensor
+                  ) -> torch.Tensor:
+    """(B, T, MATCH_FEATURES) ``log1p`` of the weights (B, L, F) summed over the history
+    events whose item (B, L) equals the target (B, T): O(B T L F)."""
+    same = (targets[:, :, None] == items[:, None, :]).to(weights.dtype)
+    return torch.log1p(same @ weights)
+
+
 def decay_prior(cfg: FoundationConfig) -> torch.Tensor:
     """(H, gap_buckets) initial time bias: head h forgets an event exponentially with a
     half-life spread geometrically from 1 h to 7 days over the heads (-ln 2 per half-life at
@@ -95,6 +119,8 @@ class HistoryState(NamedTuple):
     bias: torch.Tensor  # (B, H, L) time and click bias of each event
     log_valid: torch.Tensor  # (B, 1, 1, L) 0 where the slot holds an event, else -inf
     interest: torch.Tensor  # (B, d) the user: a target-free read of the history and activity
+    items: torch.Tensor  # (B, L) int64 raw item ids of the history
+    match: torch.Tensor  # (B, L, MATCH_FEATURES) what each event adds to an exact match
 
 
 class HashedTable(nn.Module):
@@ -176,7 +202,7 @@ class FoundationNet(ContractNet):
         self.activity = nn.Linear(2 * len(ACTIVITY_WINDOWS_S), d)
         self.interest = nn.Sequential(nn.LayerNorm(2 * d), nn.Linear(2 * d, d))
         self.attn_out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d))
-        width = 4 * d + heads + 1
+        width = 4 * d + heads + 1 + MATCH_FEATURES
         self.head = nn.Sequential(
             nn.LayerNorm(width), nn.Linear(width, cfg.ffn_mult * d), nn.GELU(),
             nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn_mult * d, cfg.dim), nn.GELU())
@@ -208,7 +234,8 @@ class FoundationNet(ContractNet):
         bias = (self.time_bias[:, buckets] + self.click_bias[:, clicks]).permute(1, 0, 2)
         log_valid = torch.zeros_like(mask, dtype=keys.dtype).masked_fill(~mask, float("-inf"))
         state = HistoryState(self._split_heads(keys), self._split_heads(values), bias,
-                             log_valid[:, None, None, :], keys.new_zeros(0))
+                             log_valid[:, None, None, :], keys.new_zeros(0), items.long(),
+                             match_weights(gaps, clicks, mask).to(keys.dtype))
         read, _ = _read(self.interest_query, state)  # (B, H, 1, d_h)
         interest = self.interest(torch.cat(
             [read.flatten(1), self.activity(activity(gaps, clicks, mask))], -1))
@@ -220,7 +247,9 @@ class FoundationNet(ContractNet):
         read, intensity = _read(self._split_heads(self.query(t)), state)
         read = self.attn_out(read.transpose(1, 2).flatten(2))  # (B, T, d)
         user = state.interest[:, None, :].expand(-1, t.shape[1], -1)
-        features = torch.cat([read, t, user * t, read * t, intensity.transpose(1, 2), t_bias], -1)
+        matches = exact_matches(targets.long(), state.items, state.match)
+        features = torch.cat([read, t, user * t, read * t, intensity.transpose(1, 2), t_bias,
+                              matches], -1)
         emb = self.head(features)
         return emb, self.out(emb).squeeze(-1)
 

@@ -154,11 +154,13 @@ class EpochStats:
 
 def _epoch(net, opt, sched, cfg: FoundationConfig, train: Examples, rng, rank: int, world: int,
            device) -> float:
-    """One pass over ``train`` (rank ``r`` of ``world`` takes every world-th batch, the same
-    count on every rank, as DDP needs); returns the mean training loss per request."""
+    """One pass over ``train``, oldest requests first when ``cfg.time_ordered`` (else
+    shuffled); rank ``r`` of ``world`` takes every world-th batch, the same count on every
+    rank, as DDP needs. Returns the mean training loss per request."""
     import torch
 
-    order = rng.permutation(len(train))
+    order = (np.argsort(train.ts_us, kind="stable") if cfg.time_ordered
+             else rng.permutation(len(train)))
     batches = [order[i:i + cfg.batch_requests] for i in range(0, len(order), cfg.batch_requests)]
     mine = batches[rank::world][: len(batches) // world] if len(batches) >= world else batches[:1]
     net.train()

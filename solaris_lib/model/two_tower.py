@@ -62,6 +62,7 @@ class TwoTowerConfig:
     epochs: int = 8
     patience: int = 2
     validation_share: float = 0.1
+    time_ordered: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:

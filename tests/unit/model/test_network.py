@@ -9,9 +9,12 @@ torch = pytest.importorskip("torch")
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.contract import naive_embed  # noqa: E402
 from solaris_lib.model.network import (  # noqa: E402
+    MATCH_HALF_LIVES_S,
     FoundationNet,
+    exact_matches,
     gap_bucket,
     hash_items,
+    match_weights,
 )
 
 
@@ -43,6 +46,37 @@ def test_shared_equals_naive(preset):
     assert torch.isfinite(emb).all() and torch.isfinite(logit).all()
     assert (emb - emb_n).abs().max().item() <= 1e-5
     assert (logit - logit_n).abs().max().item() <= 1e-5
+
+
+def test_exact_matches_against_a_hand_count():
+    """Per target: events and clicks of the same item, plain and decayed 2 ** (-gap / h);
+    an empty slot holding the target's id adds nothing."""
+    items = torch.tensor([[5, 7, 5, 9, 5]])
+    clicks = torch.tensor([[0, 1, 1, 0, 1]])
+    gaps = torch.tensor([[3600.0, 7200.0, 86400.0, 60.0, 10.0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    targets = torch.tensor([[5, 7, 9, 11]])
+    got = torch.expm1(exact_matches(targets, items, match_weights(gaps, clicks, mask)))[0]
+    for t, target in enumerate(targets[0].tolist()):
+        events = [j for j in range(4) if items[0, j] == target]
+        taken = [events, [j for j in events if clicks[0, j] == 1]]
+        want = [w for js in taken for w in
+                [len(js)] + [sum(2 ** (-gaps[0, j].item() / h) for j in js)
+                             for h in MATCH_HALF_LIVES_S]]
+        assert got[t].tolist() == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_shared_equals_naive_when_targets_repeat_the_history():
+    net = _net(dropout=0.0)
+    items, clicks, gaps, mask, _ = _inputs(4, 10, 3)
+    targets = torch.cat([items[:, :4], torch.tensor([[1], [2], [3], [4]])], 1)
+    with torch.inference_mode():
+        emb, logit = net(items, clicks, gaps, mask, targets)
+        emb_n, logit_n = naive_embed(net, items, clicks, gaps, mask, targets, chunk=5)
+        unmatched, _ = net(items, clicks, gaps, torch.zeros_like(mask), targets)
+    assert (emb - emb_n).abs().max().item() <= 1e-5
+    assert (logit - logit_n).abs().max().item() <= 1e-5
+    assert not torch.allclose(emb, unmatched)
 
 
 def test_padded_slots_do_not_matter():

@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
-from solaris_lib.model.examples import EventLists, decayed_counts  # noqa: E402
+from solaris_lib.model.examples import EventLists, Examples, decayed_counts  # noqa: E402
 from solaris_lib.model.recency import fit_logistic  # noqa: E402
-from solaris_lib.model.train import EarlyStopping, _schedule  # noqa: E402
+from solaris_lib.model.train import EarlyStopping, _epoch, _optimizer, _schedule  # noqa: E402
 
 HOUR_US = 3_600_000_000
 
@@ -54,6 +54,28 @@ def test_schedule_warms_up_then_decays_to_five_percent():
     assert factor(100) == pytest.approx(0.05)
     values = [factor(s) for s in range(10, 101)]
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+
+
+@pytest.mark.parametrize("time_ordered", [True, False])
+def test_an_epoch_reads_requests_oldest_first(monkeypatch, time_ordered):
+    """Time-ordered training ends on the newest requests (as a streaming trainer does)."""
+    rng = np.random.default_rng(3)
+    n = 40
+    ts = rng.permutation(n).astype(np.int64) * HOUR_US
+    examples = Examples(EventLists.empty(), np.arange(n), ts, np.zeros(n, np.int64),
+                        np.zeros(n, np.int64), np.arange(n + 1), np.arange(n),
+                        (np.arange(n) % 3 == 0).astype(np.float32), np.arange(n))
+    seen = []
+    batch = Examples.batch
+    monkeypatch.setattr(Examples, "batch",
+                        lambda self, rows, *a: seen.extend(rows.tolist()) or batch(self, rows, *a))
+    cfg = FoundationConfig.preset("test", batch_requests=8, time_ordered=time_ordered)
+    net = cfg.network()
+    opt = _optimizer(net, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg, 5))
+    _epoch(net, opt, sched, cfg, examples, rng, 0, 1, "cpu")
+    assert sorted(seen) == list(range(n))
+    assert (np.diff(ts[seen]) > 0).all() == time_ordered
 
 
 def _events(rows) -> EventLists:
