@@ -7,7 +7,7 @@ clicks before them):
 preset    d_model layers heads history   use
 ========= ======= ====== ===== ========= ===========================================
 test      16      0      2     8 + 4     unit tests (milliseconds)
-small     48      0      4     48 + 32   CPU: demo, transfer report, integration tests
+small     48      0      4     96 + 64   CPU: demo, transfer report, integration tests
 default   128     2      4     128 + 64  GPU: benchmarks; too slow inside a request
 large     256     4      8     256 + 128 GPU: scale-out experiments
 ========= ======= ====== ===== ========= ===========================================
