@@ -135,7 +135,8 @@ def manifest(folder: str) -> dict:
     return read_json(path) if exists(path) else {"factory": FOUNDATION_FACTORY}
 
 
-def _factory(name: str, allowed):
+def resolve_factory(name: str, allowed):
+    """The ``module:callable`` model factory ``name``, if it is among ``allowed``."""
     import importlib
 
     if name not in allowed:
@@ -153,7 +154,7 @@ def check_factory(folder: str, factories) -> str:
     """The factory ``folder``'s manifest names; :class:`ConfigError` unless it is allowed."""
     name = manifest(folder).get("factory", FOUNDATION_FACTORY)
     if name not in tuple(factories):
-        _factory(name, tuple(factories))
+        resolve_factory(name, tuple(factories))
     return name
 
 
@@ -189,7 +190,7 @@ def load_model(folder: str, version: str | None = None, *,
     if not is_complete(folder):
         raise ModelNotFoundError(f"no complete model version at {folder}")
     name = manifest(folder).get("factory", FOUNDATION_FACTORY)
-    build = _factory(name, tuple(factories))
+    build = resolve_factory(name, tuple(factories))
     reads_folder = getattr(build, "reads_folder", False)
     config = read_json(join(folder, CONFIG))
     model = build(config, folder) if reads_folder else build(config)

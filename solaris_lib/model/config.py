@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 from solaris_lib.errors import ConfigError
+from solaris_lib.model.contract import FOUNDATION_FACTORY
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class FoundationConfig:
     plus the newest ``max_clicks`` clicked events before them (clicks are rare and say most).
     """
 
+    factory: ClassVar[str] = FOUNDATION_FACTORY  # the artefact factory of its network
     dim: int = 64  # output interaction embedding width
     d_model: int = 64  # width of every token inside the network
     layers: int = 0  # self-attention encoder layers over the history
@@ -89,13 +92,6 @@ class FoundationConfig:
         if unknown:
             raise ConfigError(f"unknown foundation config keys: {', '.join(unknown)}")
         return cls(**values)
-
-    def network(self):
-        """A freshly initialised :class:`~solaris_lib.model.network.FoundationNet` of this
-        config (torch is imported here, not with the config)."""
-        from solaris_lib.model.network import FoundationNet
-
-        return FoundationNet(self)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -245,13 +245,19 @@ def best_epoch(curve: list[EpochStats]) -> int:
     return min(scored, key=lambda c: c.validation_loss).epoch if scored else curve[-1].epoch
 
 
+def network_of(cfg):
+    """A freshly initialised network of a shipped model's config, built by the artefact
+    factory its config names (``cfg.factory``): the path a saved version is loaded by."""
+    return artefact.resolve_factory(cfg.factory, SHIPPED_FACTORIES)(cfg.to_dict())
+
+
 def new_network(cfg, train: Examples):
-    """A seeded network of ``cfg`` (any shipped model's config: ``cfg.network()``) whose output
-    bias starts at ``train``'s click rate."""
+    """A seeded :func:`network_of` ``cfg`` whose output bias starts at ``train``'s click
+    rate."""
     import torch
 
     torch.manual_seed(cfg.seed)
-    net = cfg.network()
+    net = network_of(cfg)
     net.set_base_rate(float(train.t_labels.mean()) if train.pairs else 0.5)
     return net
 
@@ -315,7 +321,7 @@ def fit_distributed(cfg, train: Examples, processes: int,
     get_spark("solaris-train-foundation")  # the distributor needs an active session
     out = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(
         _distributed_worker, cfg, train, use_gpu)
-    net = cfg.network()
+    net = network_of(cfg)
     net.load_state_dict({k: torch.from_numpy(v) for k, v in out["state"].items()})
     return net.eval(), [EpochStats(**c) for c in out["curve"]]
 

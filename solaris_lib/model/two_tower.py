@@ -30,12 +30,13 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
 from solaris_lib.errors import ConfigError
+from solaris_lib.model.contract import TWO_TOWER_FACTORY
 from solaris_lib.model.network import ContractNet, HashedTable, activity
 
 
@@ -46,6 +47,7 @@ class TwoTowerConfig:
     The training fields have the meaning and names of
     :class:`~solaris_lib.model.config.FoundationConfig`'s, so ``train_loop`` reads either."""
 
+    factory: ClassVar[str] = TWO_TOWER_FACTORY  # the artefact factory of its network
     dim: int = 64  # interaction embedding width
     d_model: int = 64  # width of both towers
     cross_layers: int = 2
@@ -95,10 +97,6 @@ class TwoTowerConfig:
         if unknown:
             raise ConfigError(f"unknown two-tower config keys: {', '.join(unknown)}")
         return cls(**values)
-
-    def network(self) -> TwoTowerNet:
-        """A freshly initialised :class:`TwoTowerNet` of this config."""
-        return TwoTowerNet(self)
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "half_lives_s": list(self.half_lives_s)}

@@ -13,7 +13,13 @@ torch = pytest.importorskip("torch")
 from solaris_lib.model.config import FoundationConfig  # noqa: E402
 from solaris_lib.model.examples import EventLists, Examples, decayed_counts  # noqa: E402
 from solaris_lib.model.recency import fit_logistic  # noqa: E402
-from solaris_lib.model.train import EarlyStopping, _epoch, _optimizer, _schedule  # noqa: E402
+from solaris_lib.model.train import (  # noqa: E402
+    EarlyStopping,
+    _epoch,
+    _optimizer,
+    _schedule,
+    network_of,
+)
 
 HOUR_US = 3_600_000_000
 
@@ -70,7 +76,7 @@ def test_an_epoch_reads_requests_oldest_first(monkeypatch, time_ordered):
     monkeypatch.setattr(Examples, "batch",
                         lambda self, rows, *a: seen.extend(rows.tolist()) or batch(self, rows, *a))
     cfg = FoundationConfig.preset("test", batch_requests=8, time_ordered=time_ordered)
-    net = cfg.network()
+    net = network_of(cfg)
     opt = _optimizer(net, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg, 5))
     _epoch(net, opt, sched, cfg, examples, rng, 0, 1, "cpu")
