@@ -22,12 +22,12 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout
 from solaris_lib.model import artefact, metrics
 from solaris_lib.model.config import FoundationConfig
-from solaris_lib.model.contract import FOUNDATION_FACTORY, SHIPPED_FACTORIES, TWO_TOWER_FACTORY
+from solaris_lib.model.contract import SHIPPED_FACTORIES
 from solaris_lib.model.examples import Examples, build_examples
 
 log = logging.getLogger(__name__)
 MODEL_NAME = "foundation"  # the model root's folder name, whichever model is trained
-MODEL_FACTORIES = {"foundation": FOUNDATION_FACTORY, "two_tower": TWO_TOWER_FACTORY}
+MODELS = ("foundation", "two_tower")  # shipped models; each config names its factory
 LOG_EVERY_S = 10.0
 
 
@@ -45,8 +45,8 @@ class TrainRequest:
     model: str = "foundation"  # which shipped model: foundation or two_tower
 
     def __post_init__(self) -> None:
-        if self.model not in MODEL_FACTORIES:
-            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(MODEL_FACTORIES)}")
+        if self.model not in MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; known: {', '.join(MODELS)}")
         if self.model != "foundation" and self.processes > 1:
             raise ConfigError(f"--processes > 1 trains the foundation model only, not {self.model}")
         if not timedelta(0) < self.holdout < self.interval.length:
@@ -274,9 +274,9 @@ def fit(cfg, train: Examples, device=None):
 
 
 def model_config(model: str, preset: str, **overrides):
-    """The config of shipped ``model`` (a :data:`MODEL_FACTORIES` name) at ``preset``."""
-    if model not in MODEL_FACTORIES:
-        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODEL_FACTORIES)}")
+    """The config of shipped ``model`` (one of :data:`MODELS`) at ``preset``."""
+    if model not in MODELS:
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
     if model == "two_tower":
         from solaris_lib.model.two_tower import TwoTowerConfig
 
@@ -429,7 +429,7 @@ def run_training(settings: SolarisSettings, request: TrainRequest) -> TrainRepor
     window = {"start": request.interval.start.isoformat(), "end": request.interval.end.isoformat(),
               "holdout_start": request.holdout_start.isoformat()}
     folder = artefact.write_version(model_root, version, state, cfg, result, window,
-                                    factory=MODEL_FACTORIES[request.model])
+                                    factory=cfg.factory)
     if promote:
         artefact.set_serving(model_root, version)
     log.info("wrote model %s to %s; %s", version, folder, decision)

@@ -49,7 +49,7 @@ from solaris_lib.layout import (
 )
 from solaris_lib.model import artefact
 from solaris_lib.model.inference import InferRequest, run_inference
-from solaris_lib.model.train import MODEL_FACTORIES, MODEL_NAME
+from solaris_lib.model.train import MODEL_NAME
 from solaris_lib.sparkutil import collect_garbage
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.pipeline import run_mine, run_retrieval, run_speculate
@@ -202,7 +202,7 @@ class Replay:
                                       fallback_clusters=config.clusters)
         self.layout = DataLayout.from_settings(self.settings)
         artefact.write_version(self.layout.model(MODEL_NAME), fm.version, fm.net.state_dict(),
-                               fm.cfg, {}, {}, factory=MODEL_FACTORIES[config.fm_model])
+                               fm.cfg, {}, {}, factory=fm.cfg.factory)
         self.mine_cfg = MineConfig(lookback=config.lookback)
         self.retrieval_cfg = RetrievalConfig(lookback=config.lookback, seed=config.seed)
         self.spec_cfg = SpeculateConfig(budget_per_user=config.budget_per_user, seed=config.seed,
