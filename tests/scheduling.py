@@ -15,7 +15,6 @@ from __future__ import annotations
 # costly session fixture -> the paths (files or folders) of every test that uses it
 SHARED_FIXTURE_PATHS = {
     "pipeline": ("tests/integration/orchestration/test_precompute_dag.py",
-                 "tests/integration/orchestration/test_rest_api.py",
                  "tests/integration/orchestration/test_multinode.py",
                  "tests/integration/reliability/test_pipeline_faults.py",
                  "tests/integration/model/test_two_tower_dag.py"),

@@ -51,6 +51,7 @@ class AirflowServices:
     port: int = field(default_factory=free_port)
     db_url: str | None = None
     spark_master: str = "local[2]"
+    spark_slots: int = 2  # Spark applications at once (the pool); what the Spark cluster fits
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -107,11 +108,11 @@ class AirflowServices:
             raise SolarisError(f"airflow {' '.join(args)} failed: {result.stderr[-2000:]}")
         return result
 
-    def prepare(self, pool_slots: int = 2) -> None:
+    def prepare(self) -> None:
         """Migrate the metadata DB and create the pool that bounds concurrent Spark jobs."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.airflow("db", "migrate")
-        self.airflow("pools", "set", SPARK_POOL, str(pool_slots),
+        self.airflow("pools", "set", SPARK_POOL, str(self.spark_slots),
                      "Bounds the number of concurrent SOLARIS Spark applications")
 
     def start(self, timeout_s: float = 120) -> None:

@@ -1,7 +1,8 @@
 """The precompute DAG end to end with ``dag.test()``: sensor, mine, speculate, infer, evaluate
 and publish as real spark-submit jobs on tiny simulated logs (the session's ``precompute_first``
-run), then lookups through the client. The rerun of the interval, which must publish the same
-content, is triggered through the REST API in test_rest_api.py."""
+run), then lookups through the client. The next interval runs through the scheduler and the
+REST API on Spark and Redis clusters (test_multinode.py); a rerun after a killed job publishes
+the same content (test_pipeline_faults.py)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def test_evaluate_stage_runs_on_a_standalone_cluster(tmp_path, key_prefix, redis
     env = {**os.environ, "SOLARIS_DATA_ROOT": settings.data_root, "SOLARIS_REDIS_URL": redis_url,
            "SOLARIS_REDIS_KEY_PREFIX": key_prefix,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    with SparkStandalone(workers=1, cores_per_worker=1) as cluster:
+    with SparkStandalone(workers=1, cores_per_worker=1, workdir=tmp_path / "spark") as cluster:
         done = subprocess.run(
             ["spark-submit", "--master", cluster.master_url, "--conf", "spark.ui.enabled=false",
              "--conf", "spark.sql.session.timeZone=UTC", str(ROOT / "jobs" / "evaluate.py"),
