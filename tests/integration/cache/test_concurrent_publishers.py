@@ -52,16 +52,26 @@ def start_victim(settings, log_path) -> subprocess.Popen:
 
 
 def wait_until_writing(r, prefix: str, victim: subprocess.Popen, log_path) -> str:
-    """The victim's version once its manifest and a first user hash exist."""
+    """The victim's version once its manifest and a first user hash exist; the victim is left
+    stopped (SIGSTOP on its process group). From its log line before the write on, the victim
+    runs only in short SIGCONT windows between the looks at the server: a look (SCANs of the
+    shared database) can take longer on a loaded machine than the victim's whole write, which
+    would then switch the alias before the kill."""
     deadline = time.monotonic() + 300
+    while "publishable rows" not in log_path.read_text():
+        assert victim.poll() is None, log_path.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the victim never reached its write"
+        time.sleep(0.002)
     while time.monotonic() < deadline:
-        manifests = list(r.scan_iter(match=f"{prefix}:m:*"))
+        os.killpg(victim.pid, signal.SIGSTOP)
+        manifests = list(r.scan_iter(match=f"{prefix}:m:*", count=10000))
         if manifests:
             version = manifests[0].decode().split(":m:", 1)[1]
             if next(r.scan_iter(match=f"{prefix}:e:{version}:*", count=10000), None):
                 return version
+        os.killpg(victim.pid, signal.SIGCONT)
         assert victim.poll() is None, log_path.read_text()[-3000:]
-        time.sleep(0.002)
+        time.sleep(0.005)
     pytest.fail("the victim never began writing")
 
 
