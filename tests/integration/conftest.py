@@ -142,7 +142,7 @@ def pipeline(tmp_path_factory, redis_url, airflow_db):
 def precompute_first(pipeline) -> Published:
     """One real ``dag.test()`` run of the precompute DAG for FIRST (sensor, mine, speculate,
     infer, evaluate, publish as spark-submit jobs); shared by the tests that check what it
-    served and the test that reruns the interval through the scheduler."""
+    served and by the multi-node run of the next interval through the scheduler."""
     from solaris_lib.client import SolarisClient
     from tests.budgets import TEST_TIMEOUT_MS
 
