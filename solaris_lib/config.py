@@ -70,6 +70,12 @@ class SolarisSettings(BaseSettings):
     airflow_port: int = Field(
         default=8080, ge=1, le=65535, description="Loopback port of the local Airflow API server/UI."
     )
+    airflow_spark_slots: int = Field(
+        default=2, ge=1,
+        description="Slots of the local Airflow's solaris_spark pool: the Spark applications "
+        "run at once; size it to what the Spark cluster holds (1 for a standalone cluster "
+        "that fits one driver and its executor).",
+    )
     interval: str = Field(
         default="1h",
         pattern=r"^\d+[mhdw]$",

@@ -182,6 +182,7 @@ def from_settings() -> AirflowServices:
         port=settings.airflow_port,
         db_url=settings.airflow_db_url,
         spark_master=settings.spark_master,
+        spark_slots=settings.airflow_spark_slots,
     )
 
 

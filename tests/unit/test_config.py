@@ -39,3 +39,15 @@ def test_bad_values_name_the_field(monkeypatch):
     monkeypatch.setenv("SOLARIS_REDIS_KEY_PREFIX", "has space")
     with pytest.raises(ConfigError, match="redis_key_prefix"):
         load_settings()
+
+
+def test_the_local_airflow_pool_takes_its_slots_from_the_settings(monkeypatch, tmp_path):
+    from solaris_lib.devtools.airflow_services import from_settings
+
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", str(tmp_path))
+    assert from_settings().spark_slots == 2
+    monkeypatch.setenv("SOLARIS_AIRFLOW_SPARK_SLOTS", "1")
+    assert from_settings().spark_slots == 1
+    monkeypatch.setenv("SOLARIS_AIRFLOW_SPARK_SLOTS", "0")
+    with pytest.raises(ConfigError, match="airflow_spark_slots"):
+        from_settings()
