@@ -99,6 +99,7 @@ def airflow_services(settings: SolarisSettings):
     return AirflowServices(
         home=Path(settings.data_root) / "airflow", dags_folder=ROOT / "dags",
         db_url=settings.airflow_db_url, spark_master=settings.spark_master,
+        spark_slots=settings.airflow_spark_slots,
         extra_env={"SOLARIS_DATA_ROOT": settings.data_root, "SOLARIS_REDIS_URL": settings.redis_url,
                    "SOLARIS_REDIS_KEY_PREFIX": settings.redis_key_prefix,
                    **{k: v for k, v in os.environ.items()
