@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure Java and a Redis server are there, export the environment SOLARIS needs, then run
+# Make sure Java, the Spark class archive (solaris_lib/sparkcds.py) and a Redis server are there, export the environment SOLARIS needs, then run
 # the given command. A private redis-server started here is stopped when the command ends.
 #
 #   infra/services.sh COMMAND [ARGS...]
@@ -25,6 +25,10 @@ ensure_java() {
   if ! command -v java >/dev/null 2>&1; then
     need_root_install openjdk-17-jre-headless
   fi
+}
+
+ensure_spark_archive() {  # the JVM class archive every Spark job starts with (built once, ~30 s)
+  "$PROJECT_PYTHON" -m solaris_lib.sparkcds --quiet-when-present
 }
 
 redis_answers() {  # url (passed through the environment: argv is visible to every user)
@@ -65,6 +69,7 @@ stop_private() {
 }
 
 ensure_java
+ensure_spark_archive
 ensure_redis
 trap stop_private EXIT
 "$@"

@@ -43,7 +43,11 @@ LOCAL_CONF = {
 
 
 def _prepare_environment() -> None:
-    """Executors must run this interpreter (the venv), and Spark binds to loopback locally."""
+    """Executors must run this interpreter (the venv), Spark binds to loopback locally, and
+    the driver JVM starts with the installation's class archive (``sparkcds``) when built."""
+    from solaris_lib import sparkcds
+
+    sparkcds.use()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

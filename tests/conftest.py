@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from solaris_lib import sparkcds
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,6 +66,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # override.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
                       "-XX:+UseParallelGC -Xss16m")
+# ... and with the installation's class archive when infra/services.sh built it (sparkcds.py)
+sparkcds.use()
 # the suite's own SOLARIS_* settings (above) and the caller's, before any fixture ran
 _SUITE_SETTINGS = {k: v for k, v in os.environ.items() if k.startswith("SOLARIS_")}
 _BIN = os.path.dirname(sys.executable)

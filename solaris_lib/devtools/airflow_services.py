@@ -23,6 +23,7 @@ from pathlib import Path
 from solaris_lib.config import load_settings
 from solaris_lib.devtools.redis_server import free_port
 from solaris_lib.errors import SolarisError
+from solaris_lib.sparkcds import with_archive
 
 ADMIN_USER = "admin"
 COMPONENTS = {
@@ -93,6 +94,7 @@ class AirflowServices:
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": self.spark_master}),
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_SUBMIT_OPTS": with_archive(os.environ.get("SPARK_SUBMIT_OPTS", "")),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         }

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from solaris_lib.devtools.redis_server import free_port
 from solaris_lib.errors import SolarisError
+from solaris_lib.sparkcds import with_archive
 
 
 def spark_home() -> Path:
@@ -56,6 +57,7 @@ class SparkStandalone:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.workdir / "logs"),
             "SPARK_WORKER_DIR": str(self.workdir / "work"),
+            "SPARK_DAEMON_JAVA_OPTS": with_archive(os.environ.get("SPARK_DAEMON_JAVA_OPTS", "")),
             "PYSPARK_PYTHON": sys.executable,
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
             **({"SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=true "

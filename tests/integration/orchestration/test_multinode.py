@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from solaris_lib import sparkcds
 from solaris_lib.client import SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.devtools.airflow_services import ADMIN_USER, AirflowServices
@@ -45,7 +46,7 @@ JOBS = ("mine_logs", "speculate", "infer_embeddings", "evaluate", "publish_cache
 # The cluster's own properties, from the connection. Each worker offers two cores and 1 GB: a
 # job's driver takes one core and the memory of one worker, so its two-core executor runs on the
 # other. The JVMs plan small queries: C1 only (as the suite's spark-submit, tests/conftest.py)
-JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xss16m"
+JVM = f"-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xss16m {sparkcds.java_options()}"
 CLUSTER_CONF = {"spark.executor.cores": "2", "spark.cores.max": "2", "spark.executor.memory": "1g",
                 "spark.driver.memory": "1g", "spark.driver.extraJavaOptions": JVM,
                 "spark.executor.extraJavaOptions": JVM, "spark.sql.shuffle.partitions": "4",
