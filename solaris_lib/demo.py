@@ -7,17 +7,20 @@
    mine, speculate, infer, evaluate, publish: each Spark task a real ``spark-submit``);
 4. print a table per interval (pairs precomputed, coverage, waste, staleness, client lookup
    p50/p99), look one user up live through the client, and write the coverage plot as PNG;
-5. print the knowledge-transfer table (``solaris report`` on its quick world).
+5. print the knowledge-transfer table (``solaris report`` on its quick world, run in its own
+   process beside steps 2-3).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -234,19 +237,52 @@ def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> st
                                 f"precomputed {interval.start:%Y-%m-%d %H:%M} UTC, next hour's rows")
 
 
-def transfer_report(settings: SolarisSettings) -> None:
-    """The knowledge-transfer table on the quick world (``solaris report``, its own process)."""
-    import subprocess
+@dataclass
+class TransferReport:
+    """The report's process, started by :func:`start_transfer_report`."""
 
-    banner("6. knowledge transfer: small ranker plain / distilled / SOLARIS vs the FM online")
+    command: list[str]
+    out: str
+    process: subprocess.Popen
+    started: float
+
+    def wait(self) -> None:
+        """Block until the report ends (before the demo measures lookups on a quiet machine);
+        exit with its stderr's tail if it failed."""
+        if self.process.poll() is None:
+            print("waiting for the transfer report to finish ...", flush=True)
+        if self.process.wait() != 0:
+            tail = Path(self.out, "stderr.txt").read_text(errors="replace")[-2000:]
+            raise SystemExit(f"demo: solaris report failed: {tail}")
+        print(f"transfer report finished ({time.perf_counter() - self.started:.0f} s beside "
+              "the DAG runs)", flush=True)
+
+    def stop(self) -> None:
+        """End the report if it still runs (the demo failed before waiting for it)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def print_tables(self) -> None:
+        banner("6. knowledge transfer: small ranker plain / distilled / SOLARIS vs the FM online")
+        print(" ".join(["solaris", *self.command[3:]]))
+        printed = Path(self.out, "stdout.txt").read_text()
+        print("\n".join(printed.rstrip().splitlines()[:-1]))  # the tables; the JSON is in OUT
+
+
+def start_transfer_report(settings: SolarisSettings) -> TransferReport:
+    """``solaris report`` on its quick world, in its own process, started now: it shares no
+    data with the demo's world, so it runs beside the DAG runs (mostly one busy core each)."""
     out = join(settings.data_root, "transfer-report")
+    os.makedirs(out, exist_ok=True)
     command = [sys.executable, "-m", "solaris_lib.cli", "report", "--simulate", "quick",
                "--out", out]
-    print(" ".join(["solaris", *command[3:]]), flush=True)
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"demo: solaris report failed: {done.stderr[-2000:]}")
-    print("\n".join(done.stdout.rstrip().splitlines()[:-1]))  # the tables; the JSON is in OUT
+    with open(join(out, "stdout.txt"), "wb") as stdout, \
+            open(join(out, "stderr.txt"), "wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+    print(f"solaris report --simulate quick started beside the DAG runs (pid {process.pid}); "
+          f"its log: {out}/stderr.txt", flush=True)
+    return TransferReport(command, out, process, time.perf_counter())
 
 
 def main() -> int:
@@ -270,10 +306,16 @@ def _demo(started: float) -> int:
     last_day = DEMO_WORLD.start + timedelta(days=DEMO_WORLD.days - 1)
     first = Interval(last_day + timedelta(hours=FIRST_HOUR - 1), last_day + timedelta(hours=FIRST_HOUR))
     intervals = [first.shift(timedelta(hours=i + 1)) for i in range(DEMO_INTERVALS)]
-    services = airflow_services(settings)
-    services.prepare()
-    train(services, first.end)
-    precompute(services, intervals)
+    report = start_transfer_report(settings)
+    try:
+        services = airflow_services(settings)
+        services.prepare()
+        train(services, first.end)
+        precompute(services, intervals)
+        with step("transfer report"):
+            report.wait()
+    finally:
+        report.stop()
 
     from solaris_lib.sparkutil import get_spark
 
@@ -291,8 +333,7 @@ def _demo(started: float) -> int:
             print(f"\ncoverage plot: {png}")
     finally:
         spark.stop()
-    with step("transfer report"):
-        transfer_report(settings)
+    report.print_tables()
     print(f"\ndemo finished in {time.perf_counter() - started:.0f} s; data under {layout.root}; "
           f"Airflow logs under {services.home}/logs; the demo's own Spark log {spark_log}")
     return 0
