@@ -16,7 +16,17 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "[venv] installing pinned requirements (first time: about 2 minutes)"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
+# Spark and what its warm-up job imports first: the JVM class archive (solaris_lib/sparkcds.py,
+# about 30 s) is built from them while pip installs the rest. A build that fails here is
+# retried by infra/services.sh before the first Spark job.
+"$VENV/bin/python" -m pip install --quiet -c requirements.txt pyspark pandas pyarrow numpy 2>&1 \
+  | grep -v "is ignored" || true
+PYTHONPATH=. "$VENV/bin/python" -m solaris_lib.sparkcds --quiet-when-present \
+  > "$VENV/spark-archive.log" 2>&1 &
+archive=$!
 "$VENV/bin/python" -m pip install --quiet -r requirements.txt 2>&1 | grep -v "is ignored" || true
+wait "$archive" || true
+grep "^\[spark-archive\]" "$VENV/spark-archive.log" || true
 # the distribution was called `solaris` before (a name taken on the public index)
 "$VENV/bin/python" -m pip uninstall --quiet --yes solaris 2>/dev/null || true
 "$VENV/bin/python" -m pip install --quiet --no-deps -e . 2>&1 | grep -v "is ignored" || true

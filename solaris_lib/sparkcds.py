@@ -153,13 +153,15 @@ def _warm_up(work: str) -> None:
 
 
 def main(args: list[str]) -> int:
-    """Build when missing; print the archive's path (``--quiet-when-present``: only a build's
-    own lines)."""
+    """Build when missing and say where it is (``--quiet-when-present``: say nothing when
+    it was there already)."""
     logging.basicConfig(level=logging.INFO, format="[spark-archive] %(message)s")
     present = archive_path().exists()
     options = ensure()
-    if not (present and "--quiet-when-present" in args):
-        log.info("%s", archive_path() if options else "none: Spark JVMs start without one")
+    if not options:
+        log.info("none: Spark JVMs start without one")
+    elif present and "--quiet-when-present" not in args:
+        log.info("%s", archive_path())
     return 0
 
 
