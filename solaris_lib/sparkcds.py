@@ -64,6 +64,8 @@ def java_options() -> str:
         path = archive_path()
     except (FileNotFoundError, ImportError):
         return ""
+    if any(c.isspace() for c in str(path)):  # Spark's launchers split option strings on spaces
+        return ""
     return f"-XX:SharedArchiveFile={path} {QUIET}" if path.exists() else ""
 
 
@@ -84,8 +86,12 @@ def use() -> None:
 def ensure() -> str:
     """Build the archive when missing (one process builds, others wait on a file lock) and
     return :func:`java_options`. A failed build logs a warning and returns ``""``: Spark runs
-    the same without it, only slower to start."""
-    path = archive_path()
+    the same without it, only slower to start (so does a machine without a JDK or PySpark)."""
+    try:
+        path = archive_path()
+    except (FileNotFoundError, ImportError) as exc:
+        log.warning("no Spark class archive: %s", exc)
+        return ""
     if path.exists():
         return java_options()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +162,10 @@ def main(args: list[str]) -> int:
     """Build when missing and say where it is (``--quiet-when-present``: say nothing when
     it was there already)."""
     logging.basicConfig(level=logging.INFO, format="[spark-archive] %(message)s")
-    present = archive_path().exists()
+    try:
+        present = archive_path().exists()
+    except (FileNotFoundError, ImportError):
+        present = False
     options = ensure()
     if not options:
         log.info("none: Spark JVMs start without one")
