@@ -44,10 +44,12 @@ LOCAL_CONF = {
 
 def _prepare_environment() -> None:
     """Executors must run this interpreter (the venv), Spark binds to loopback locally, and
-    the driver JVM starts with the installation's class archive (``sparkcds``) when built."""
-    from solaris_lib import sparkcds
+    a driver JVM this process starts maps the installation's class archive (``sparkcds``).
+    Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the JVM runs already: nothing to add."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        from solaris_lib import sparkcds
 
-    sparkcds.use()
+        sparkcds.use()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
