@@ -189,26 +189,30 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
         print(f"client.lookup(user_id={user['user_id']}, {len(items)} items) -> version "
               f"{client.version}, model {client.model_version}, {micros:.0f} us")
         _print_rows(items, result)
-        print_latency(client, user["user_id"], items)
         newcomer = 99_999_999  # a user no speculation run has seen
         print(f"client.lookup(user_id={newcomer}, {len(items[:3])} items): a user never speculated")
         _print_rows(items[:3], client.lookup(newcomer, items[:3]))
     print("(EXACT: the pair was precomputed; CLUSTER: the user's embedding for the item's "
           "cluster; ITEM: the item's prior, the model with an empty history; MISS: the "
           "fallback vector)")
+    quiet_replay(spark, settings, interval)
 
 
-def print_latency(client, user_id: int, items: list[int], repeats: int = 2000) -> None:
-    """The same lookup ``repeats`` times on the now quiet machine: p50 and p99 in us."""
-    import numpy as np
+def quiet_replay(spark, settings: SolarisSettings, interval: Interval,
+                 requests: int = 200) -> None:
+    """The evaluate task's lookup replay (the same sample of ``interval``'s requests through
+    the client, against the version served now), again on the quiet machine: p50, p99 in us."""
+    from solaris_lib.evaluation.serving import replay_lookups
+    from solaris_lib.logs.reader import read_window_spark
 
-    micros = np.empty(repeats)
-    for index in range(repeats):
-        started = time.perf_counter()
-        client.lookup(user_id, items)
-        micros[index] = (time.perf_counter() - started) * 1e6
-    p50, p99 = np.percentile(micros, [50, 99])
-    print(f"the same lookup {repeats:,} times: p50 {p50:.0f} us, p99 {p99:.0f} us")
+    logs = read_window_spark(spark, DataLayout.from_settings(settings).logs, interval)
+    replay = replay_lookups(settings, logs, requests)
+    if replay.skipped:
+        print(f"lookup replay skipped: {replay.skipped}")
+        return
+    print(f"{replay.requests:,} of the hour's requests replayed ({replay.pairs:,} pairs): "
+          f"p50 {replay.p50_us:.0f} us, p99 {replay.p99_us:.0f} us, hit rate "
+          f"{replay.hit_rate:.3f}")
 
 
 def _print_rows(items: list[int], result) -> None:
