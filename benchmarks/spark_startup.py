@@ -1,7 +1,9 @@
 """A pipeline stage's spark-submit with and without the Spark class archive (``sparkcds``).
 
-The stage is the one the DAG's ``mine`` task submits (``solaris_lib/jobs/mine_logs.py``, local
-mode as in ``make demo``) on one hour of a small simulated world: small on purpose, so that the
+The stage is the one the DAG's ``mine`` task submits, with the application, arguments and Spark
+properties the task's operator gets (``sparkconf.submission`` for a ``local[2]`` connection, as
+in ``make demo``) and the JVM options of the caller's ``SPARK_SUBMIT_OPTS`` (none by default,
+as in a deployment), on one hour of a small simulated world: small on purpose, so that the
 figure is what the archive changes, the JVM's start-up. Runs alternate (without, with) so that a
 change in the machine's load touches both. Wall seconds and CPU seconds (the spark-submit and all
 its descendants: launcher, JVM, Python driver, Python workers) per run; ``ratio_wall`` and
@@ -26,12 +28,15 @@ from datetime import timedelta
 from pathlib import Path
 
 from solaris_lib import sparkcds
-from solaris_lib.jobs import mine_logs
+from solaris_lib.config import SolarisSettings, settings_env
+from solaris_lib.orchestration.dagspec import job_path
+from solaris_lib.orchestration.sparkconf import SparkTarget, submission
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.simulate.world import Simulator
 
-JOB = Path(mine_logs.__file__)  # the file the DAG's mine task submits
-JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xss16m"  # the suite's and the demo's own
+# the caller's JVM options without any archive: the "without" runs
+JVM = " ".join(o for o in os.environ.get("SPARK_SUBMIT_OPTS", "").split()
+               if not o.startswith(("-XX:SharedArchiveFile", "-Xlog:cds")))
 
 
 def _children_cpu() -> float:
@@ -42,13 +47,17 @@ def _children_cpu() -> float:
 def submit(data_root: Path, archive: bool, world: WorldConfig) -> tuple[float, float]:
     """(wall s, CPU s) of one spark-submit of the mine job for the world's last hour."""
     end = world.start + timedelta(days=world.days - 1, hours=12)
-    options = f"{JVM} {sparkcds.java_options()}" if archive else JVM
-    env = {**os.environ, "SOLARIS_DATA_ROOT": str(data_root), "SPARK_SUBMIT_OPTS": options,
-           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    settings = SolarisSettings(data_root=str(data_root))
+    planned = submission(SparkTarget("local[2]"), job_path("mine_logs"),
+                         ["--start", (end - timedelta(hours=1)).isoformat(),
+                          "--end", end.isoformat(), "--lookback", "2d"], settings_env(settings))
+    env = {**os.environ, **settings_env(settings), "PYSPARK_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_SUBMIT_OPTS": sparkcds.with_archive(JVM) if archive else JVM}
     command = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
-               "--conf", "spark.ui.enabled=false", str(JOB),
-               "--start", (end - timedelta(hours=1)).isoformat(), "--end", end.isoformat(),
-               "--lookback", "2d"]
+               "--name", "solaris-mine",
+               *[arg for key, value in planned.conf.items() for arg in ("--conf", f"{key}={value}")],
+               planned.application, *planned.application_args]
     cpu, started = _children_cpu(), time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - started
@@ -77,7 +86,7 @@ def main() -> int:
     median = {kind: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
               for kind, r in runs.items()}
     print(json.dumps({
-        "job": "mine_logs (local[2], one hour of a 150-user world)", "runs": args.runs,
+        "job": "mine_logs as the DAG task submits it (local[2], one hour of a 150-user world)", "jvm_options": JVM or "(default)", "runs": args.runs,
         "wall_s": {kind: round(m[0], 2) for kind, m in median.items()},
         "cpu_s": {kind: round(m[1], 2) for kind, m in median.items()},
         "ratio_wall": round(median["with"][0] / median["without"][0], 3),

@@ -3,6 +3,8 @@ and mapped by a real spark-submit, is tests/integration/test_spark_archive.py.""
 
 from __future__ import annotations
 
+import os
+
 from solaris_lib import sparkcds
 
 
@@ -23,10 +25,10 @@ def test_use_adds_the_archive_to_spark_submit_opts_once(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseParallelGC")
     sparkcds.use()
     sparkcds.use()
-    assert os_opts() == f"-XX:+UseParallelGC -XX:SharedArchiveFile={archive} {sparkcds.QUIET}"
+    assert os.environ["SPARK_SUBMIT_OPTS"] == f"-XX:+UseParallelGC -XX:SharedArchiveFile={archive} {sparkcds.QUIET}"
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")
     sparkcds.use()  # a caller's own archive is kept
-    assert os_opts() == "-XX:SharedArchiveFile=/elsewhere.jsa"
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-XX:SharedArchiveFile=/elsewhere.jsa"
 
 
 def test_no_jdk_means_no_options(monkeypatch):
@@ -35,9 +37,3 @@ def test_no_jdk_means_no_options(monkeypatch):
 
     monkeypatch.setattr(sparkcds, "archive_path", missing)
     assert sparkcds.java_options() == ""
-
-
-def os_opts() -> str:
-    import os
-
-    return os.environ["SPARK_SUBMIT_OPTS"]
