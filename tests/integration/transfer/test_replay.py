@@ -1,7 +1,8 @@
 """The replayed pipeline on the tiny world: the cache of t is made by the production stages of
-the run for t - 1, reads no log at or after the start of t, holds the FM's embeddings as of that
-start, and is served at the same levels, with the same values, by the real client after the
-real publisher stored it in Redis."""
+the run for t - 1, reads no log at or after the start of t (those hours hold unreadable files
+here, which any read of them would fail on), holds the FM's embeddings as of that start, and is
+served at the same levels, with the same values, by the real client after the real publisher
+stored it in Redis."""
 
 from __future__ import annotations
 
@@ -39,14 +40,18 @@ CONFIG = TransferConfig(interval=timedelta(hours=12), lookback=timedelta(days=2)
                         budget_per_user=30, clusters=8, scorer="learned")
 
 
-def _truncated(src, dst, cut):
-    """Copy of the logs without any hour partition at or after ``cut``."""
-    def ignore(folder, names):
-        return [n for n in names
-                if (h := parse_hour_partition(f"{folder}/{n}/")) is not None and h >= cut
-                and n.startswith("hour=")]
-    shutil.copytree(src, dst, ignore=ignore)
-    return dst
+POISON = b"PAR1 not a parquet file: the replay of t read a log of t"
+
+
+def _poisoned(src, dst, cut) -> list:
+    """Copy of the logs whose files in hour partitions at or after ``cut`` are unreadable;
+    returns those files."""
+    shutil.copytree(src, dst)
+    poisoned = [path for path in sorted(dst.rglob("*.parquet"))
+                if (hour := parse_hour_partition(str(path))) is not None and hour >= cut]
+    for path in poisoned:
+        path.write_bytes(POISON)
+    return poisoned
 
 
 @pytest.fixture(scope="module")
@@ -60,28 +65,36 @@ def fm():
 
 
 @pytest.fixture(scope="module")
-def replays(spark, tiny_world, fm, tmp_path_factory):
-    """(replay, cache) on the whole logs, then on the logs cut at the start of SERVED."""
+def poisoned_logs(tiny_world, tmp_path_factory):
+    """(logs root, poisoned files): the tiny world with every log of SERVED onwards unreadable."""
+    logs = tmp_path_factory.mktemp("poisoned") / "logs"
+    return logs, _poisoned(tiny_world, logs, SERVED.start)
+
+
+@pytest.fixture(scope="module")
+def replayed(spark, poisoned_logs, fm, tmp_path_factory):
+    """(replay, cache): the run for RUN replayed on the poisoned logs, serving SERVED."""
     from solaris_lib.transfer.replay import Replay
 
-    cut_logs = _truncated(tiny_world, tmp_path_factory.mktemp("cut") / "logs", SERVED.start)
     spark.catalog.clearCache()
-    out = []
-    for logs in (tiny_world, cut_logs):
-        replay = Replay(spark, str(logs), str(tmp_path_factory.mktemp("replay")), fm, CONFIG)
-        out.append((replay, replay.serve(SERVED)))
-        assert not cached_frames(spark), "the replayed stages left cached frames in the session"
-    return out
+    replay = Replay(spark, str(poisoned_logs[0]), str(tmp_path_factory.mktemp("replay")), fm,
+                    CONFIG)
+    cache = replay.serve(SERVED)
+    assert not cached_frames(spark), "the replayed stages left cached frames in the session"
+    return replay, cache
 
 
-def test_the_cache_of_t_does_not_depend_on_logs_of_t(replays):
-    (_, full), (_, cut) = replays
-    assert len(full.exact) > 100 and full.scorer == "learned"
-    for name in ("exact", "cluster", "priors"):
-        a, b = getattr(full, name), getattr(cut, name)
-        np.testing.assert_array_equal(a.keys, b.keys, err_msg=name)
-        np.testing.assert_array_equal(a.values, b.values, err_msg=name)
-    np.testing.assert_array_equal(full.clusters.cluster_ids, cut.clusters.cluster_ids)
+def test_the_cache_of_t_reads_no_log_of_t(replayed, poisoned_logs):
+    from solaris_lib.errors import LogContractError
+    from solaris_lib.logs.reader import read_window
+
+    logs, poisoned = poisoned_logs
+    _, cache = replayed
+    assert len(cache.exact) > 100 and cache.scorer == "learned"
+    assert len(poisoned) >= 12 and all(p.read_bytes() == POISON for p in poisoned)
+    assert not (logs / "_quarantine").exists()  # nothing was read, so nothing was refused
+    with pytest.raises(LogContractError, match="unreadable parquet file"):
+        read_window(str(logs), SERVED)  # what any stage reading a log of t would have met
 
 
 def _history_before(logs: pa.Table, user: int, start, lookback):
@@ -95,10 +108,10 @@ def _history_before(logs: pa.Table, user: int, start, lookback):
     return History.of([s[1] for s in shown], [s[0] for s in shown], [s[2] for s in shown])
 
 
-def test_served_values_are_the_fm_as_of_the_start(replays, tiny_world, fm):
+def test_served_values_are_the_fm_as_of_the_start(replayed, tiny_world, fm):
     from solaris_lib.model.online import History
 
-    (_, cache), _ = replays
+    _, cache = replayed
     logs = pq.read_table(tiny_world)
     users = cache.exact.keys["a"][::97][:12]
     items = cache.exact.keys["b"][::97][:12]
@@ -118,8 +131,8 @@ def test_served_values_are_the_fm_as_of_the_start(replays, tiny_world, fm):
     assert (level == Level.MISS).all()  # items in no cluster: nothing
 
 
-def test_the_infer_stage_wrote_the_three_fallback_tables(replays):
-    (replay, cache), _ = replays
+def test_the_infer_stage_wrote_the_three_fallback_tables(replayed):
+    replay, cache = replayed
     out = {name: pq.read_table(replay.layout.output(EMBEDDINGS, RUN, name))
            for name in (CLUSTER_EMBEDDINGS, ITEM_CLUSTERS, ITEM_PRIORS)}
     speculated = pq.read_table(replay.layout.output(SPECULATED, RUN)).column("user_id")
@@ -135,14 +148,14 @@ def test_the_infer_stage_wrote_the_three_fallback_tables(replays):
     assert len(cache.priors) == priors.num_rows and len(cache.cluster) == cluster.num_rows
 
 
-def test_the_client_serves_what_the_report_reads(spark, replays, tiny_world, redis_url,
+def test_the_client_serves_what_the_report_reads(spark, replayed, tiny_world, redis_url,
                                                  key_prefix):
     from solaris_lib.cache.publish import PublishConfig, publish
     from solaris_lib.client import SolarisClient
     from solaris_lib.config import load_settings
     from tests.budgets import TEST_TIMEOUT_MS
 
-    (replay, cache), _ = replays
+    replay, cache = replayed
     settings = load_settings(data_root=replay.settings.data_root, redis_url=redis_url,
                              redis_key_prefix=key_prefix)
     report = publish(spark, settings, RUN, PublishConfig(ttl_s=600))
