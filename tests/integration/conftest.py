@@ -45,13 +45,14 @@ def airflow_db():
         airflow_cli("pools", "set", "solaris_spark", "2", "SOLARIS Spark jobs")
 
 
-def run_dag(dag_id: str, run_after: datetime):
-    """One real run of a repository DAG for the interval ending at ``run_after``."""
+def run_dag(dag_id: str, run_after: datetime, **test_kwargs):
+    """One real run of a repository DAG for the interval ending at ``run_after`` (``test_kwargs``
+    go to ``dag.test``, e.g. ``mark_success_pattern``)."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    run = bag.dags[dag_id].test(logical_date=run_after)
+    run = bag.dags[dag_id].test(logical_date=run_after, **test_kwargs)
     assert run.data_interval_end == run_after
     return run
 
@@ -87,13 +88,14 @@ class Published:
 
 @contextmanager
 def trained_world(data_root: Path, redis_url: str, prefix: str, trained_at: datetime,
-                  copy_of: Path | None = None, **extra: str):
+                  copy_of: Path | None = None, copied: tuple[str, ...] = (), **extra: str):
     """The tiny world simulated under ``data_root`` and both training DAGs run at
     ``trained_at``, with SOLARIS_* variables (plus ``extra``) pointing every job at it; the
     variables are restored and every Redis key under ``prefix`` deleted afterwards.
 
     ``copy_of`` (another trained world's data root) copies its logs and retrieval factors
-    instead of simulating and training them again: only the foundation DAG runs."""
+    instead of simulating and training them again (and the folders named in ``copied``, e.g.
+    its mined and speculated partitions): only the foundation DAG runs."""
     import shutil
 
     import redis
@@ -111,7 +113,7 @@ def trained_world(data_root: Path, redis_url: str, prefix: str, trained_at: date
             Simulator(WORLD).run(str(data_root / "logs"))
             dags.insert(0, "solaris_train_retrieval")
         else:
-            for folder in ("logs", RETRIEVAL):
+            for folder in ("logs", RETRIEVAL, *copied):
                 shutil.copytree(copy_of / folder, data_root / folder)
         for dag_id in dags:
             assert run_dag(dag_id, trained_at).state == "success", dag_id

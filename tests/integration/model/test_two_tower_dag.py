@@ -1,11 +1,10 @@
 """The two-tower model through the real DAGs end to end: the training DAG trains and promotes
 it (``SOLARIS_FOUNDATION_MODEL=two_tower``; nothing in ``dags/`` names a model), the precompute
-DAG infers, evaluates and publishes with it, and the client looks the pairs up with hits."""
+DAG infers and publishes with it, and the client looks the pairs up with hits."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -13,28 +12,30 @@ import pytest
 
 from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
-from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
+from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
 from solaris_lib.model import artefact
 from solaris_lib.model.contract import TWO_TOWER_FACTORY
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.conftest import FIRST, run_dag, trained_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-# Its own logical dates: dag.test of a (DAG, logical date) replaces that DAG run in the worker's
-# Airflow DB, where the shared pipeline's runs of FIRST and SECOND live.
-LATER = FIRST.shift(timedelta(hours=3))
 
 
 @pytest.fixture(scope="module")
-def two_tower_pipeline(pipeline, tmp_path_factory):
-    """The shared pipeline's logs and retrieval factors, a two-tower model trained and
-    promoted by the foundation training DAG, then one precompute run of LATER; SOLARIS_*
-    variables point every job at it."""
+def two_tower_pipeline(pipeline, precompute_first, tmp_path_factory):
+    """A copy of the shared pipeline's logs, retrieval factors and mined and speculated
+    partitions (its run of FIRST), a two-tower model trained and promoted there by the
+    foundation training DAG, then the precompute DAG rerun for FIRST: the sensor, ``infer`` and
+    ``publish`` for real, ``mine``, ``speculate`` and ``evaluate`` marked success (their
+    partitions are the copied ones and do not depend on the model). SOLARIS_* variables point
+    every job at the copy."""
     data_root = tmp_path_factory.mktemp("two-tower-pipeline") / "data"
     with trained_world(data_root, pipeline.redis_url, f"solaris-test-tt-{uuid.uuid4().hex[:10]}",
-                       LATER.start, copy_of=pipeline.data_root,
+                       FIRST.start, copy_of=pipeline.data_root, copied=(MINED, SPECULATED),
                        SOLARIS_FOUNDATION_MODEL="two_tower") as world:
-        assert run_dag("solaris_precompute", LATER.end).state == "success"
+        run = run_dag("solaris_precompute", FIRST.end,
+                      mark_success_pattern="mine|speculate|evaluate")
+        assert run.state == "success"
         yield world
 
 
@@ -50,8 +51,8 @@ def test_the_two_tower_model_is_trained_promoted_inferred_published_and_found(
     assert artefact.manifest(artefact.version_dir(root, serving)) == {
         "factory": TWO_TOWER_FACTORY}
 
-    speculated = pq.read_table(layout.output(SPECULATED, LATER)).to_pandas()
-    embeddings = pq.read_table(layout.output(EMBEDDINGS, LATER)).to_pandas()
+    speculated = pq.read_table(layout.output(SPECULATED, FIRST)).to_pandas()
+    embeddings = pq.read_table(layout.output(EMBEDDINGS, FIRST)).to_pandas()
     assert len(speculated) > 0 and len(embeddings) == len(speculated)
     assert set(embeddings["model_version"]) == {serving}
     assert {len(e) for e in embeddings["embedding"]} == {2 * 64}  # D = 64 fp16
