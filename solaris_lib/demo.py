@@ -1,10 +1,11 @@
 """``make demo``: the product's showcase on embedded defaults.
 
 1. simulate a small ad-request world into the data root and validate it against the contract;
-2. run the training DAGs once with ``airflow dags test`` (ALS retrieval factors, the foundation
-   model, which is promoted to serving);
-3. run the precompute DAG for consecutive hourly intervals with ``airflow dags test`` (sensor,
-   mine, speculate, infer, evaluate, publish: each Spark task a real ``spark-submit``);
+2. run the training DAGs once with Airflow's ``dag.test`` (ALS retrieval factors, the foundation
+   model, which is promoted to serving), in one Airflow worker process with step 3
+   (:class:`~solaris_lib.orchestration.local.DagRunner`);
+3. run the precompute DAG for consecutive hourly intervals the same way (sensor, mine,
+   speculate, infer, evaluate, publish: each Spark task a real ``spark-submit``);
 4. print a table per interval (pairs precomputed, coverage, waste, staleness, client lookup
    p50/p99), look one user up live through the client, and write the coverage plot as PNG;
 5. print the knowledge-transfer table (``solaris report`` on its quick world, run in its own
@@ -110,25 +111,23 @@ def airflow_services(settings: SolarisSettings):
     )
 
 
-def run_dag(services, dag_id: str, run_after: datetime) -> None:
-    from solaris_lib.orchestration.local import dags_test
-
-    print(f"airflow dags test {dag_id} {run_after.isoformat()}", flush=True)
-    seconds = dags_test(services, dag_id, run_after)
+def run_dag(runner, dag_id: str, run_after: datetime) -> None:
+    print(f"dag.test {dag_id} {run_after.isoformat()}", flush=True)
+    seconds = runner.run(dag_id, run_after)
     print(f"  {dag_id} finished in {seconds:.0f} s", flush=True)
 
 
-def train(services, run_after: datetime) -> None:
+def train(runner, run_after: datetime) -> None:
     banner("2. training DAGs: retrieval factors (ALS) and the foundation model")
     for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
         with step(dag_id):
-            run_dag(services, dag_id, run_after)
+            run_dag(runner, dag_id, run_after)
 
 
-def precompute(services, intervals: list[Interval]) -> None:
+def precompute(runner, intervals: list[Interval]) -> None:
     banner(f"3. precompute DAG for {len(intervals)} consecutive hourly intervals")
     for interval in track(intervals, "solaris_precompute", unit="interval"):
-        run_dag(services, "solaris_precompute", interval.end)
+        run_dag(runner, "solaris_precompute", interval.end)
 
 
 def interval_rows(spark, layout: DataLayout, intervals: list[Interval]) -> list[dict]:
@@ -327,10 +326,13 @@ def _demo(started: float) -> int:
     intervals = [first.shift(timedelta(hours=i + 1)) for i in range(DEMO_INTERVALS)]
     report = start_transfer_report(settings)
     try:
+        from solaris_lib.orchestration.local import DagRunner
+
         services = airflow_services(settings)
         services.prepare()
-        train(services, first.end)
-        precompute(services, intervals)
+        with DagRunner(services) as runner:
+            train(runner, first.end)
+            precompute(runner, intervals)
         with step("transfer report"):
             report.wait()
     finally:
