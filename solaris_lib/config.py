@@ -14,7 +14,22 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from solaris_lib.errors import ConfigError, validation_problems
-from solaris_lib.model.contract import SHIPPED_FACTORIES, parse_factories
+
+# The model factories (``module:callable``) whose artefacts load by default: the foundation
+# network and the two-tower model (solaris_lib.model.contract names them).
+SHIPPED_FACTORIES: tuple[str, ...] = ("solaris_lib.model.network:foundation_net",
+                                      "solaris_lib.model.two_tower:two_tower_net")
+
+
+def parse_factories(value: str) -> tuple[str, ...]:
+    """``"a.b:f, c.d:g"`` -> ``("a.b:f", "c.d:g")``; each entry must read ``module:callable``."""
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    for name in names:
+        module, _, attr = name.partition(":")
+        if not module or not attr or not all(p.isidentifier() for p in module.split(".")) \
+                or not attr.isidentifier():
+            raise ConfigError(f"model factory {name!r} does not read module:callable")
+    return names
 
 
 class SolarisSettings(BaseSettings):

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from solaris_lib.config import SHIPPED_FACTORIES
+
 if TYPE_CHECKING:
     import torch
 
-FOUNDATION_FACTORY = "solaris_lib.model.network:foundation_net"
-TWO_TOWER_FACTORY = "solaris_lib.model.two_tower:two_tower_net"
-SHIPPED_FACTORIES: tuple[str, ...] = (FOUNDATION_FACTORY, TWO_TOWER_FACTORY)
+FOUNDATION_FACTORY, TWO_TOWER_FACTORY = SHIPPED_FACTORIES
 # torch.export programs (solaris_lib/model/exported.py): allowed only when listed explicitly
 EXPORTED_FACTORY = "solaris_lib.model.exported:exported_program"
 
@@ -119,16 +119,3 @@ def naive_embed(model: InteractionModel, items, clicks, gaps, mask, targets, chu
                 targets.new_zeros((b, t), dtype=torch.float32))
     logit = None if logits[0] is None else torch.cat(logits).reshape(b, t)
     return torch.cat(embs).reshape(b, t, -1), logit
-
-
-def parse_factories(value: str) -> tuple[str, ...]:
-    """``"a.b:f, c.d:g"`` -> ``("a.b:f", "c.d:g")``; each entry must read ``module:callable``."""
-    from solaris_lib.errors import ConfigError
-
-    names = tuple(part.strip() for part in value.split(",") if part.strip())
-    for name in names:
-        module, _, attr = name.partition(":")
-        if not module or not attr or not all(p.isidentifier() for p in module.split(".")) \
-                or not attr.isidentifier():
-            raise ConfigError(f"model factory {name!r} does not read module:callable")
-    return names
