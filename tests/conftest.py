@@ -20,25 +20,36 @@ from solaris_lib import sparkcds
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _own_airflow_home() -> None:
+def _own_airflow_home() -> str | None:
     """One Airflow home and metadata DB per test process, under one temporary folder of the
     session: each xdist worker (PYTEST_XDIST_WORKER, set before this file is imported) gets its
     own, so one worker's ``dag.test`` never replaces another's DAG run of the same logical
     date, and DAGs parsed with another worker's settings (asset URIs) never deactivate its
-    assets. An AIRFLOW_HOME the caller set is left alone."""
-    base = os.environ.get("TESTS_AIRFLOW_BASE")
+    assets. An AIRFLOW_HOME the caller set is left alone. Returns the folder when this process
+    made it (:func:`pytest_sessionfinish` removes it)."""
+    base, made = os.environ.get("TESTS_AIRFLOW_BASE"), None
     if base is None:
         if "AIRFLOW_HOME" in os.environ:
-            return
-        base = tempfile.mkdtemp(prefix="solaris-test-airflow-")
+            return None
+        base = made = tempfile.mkdtemp(prefix="solaris-test-airflow-")
         os.environ["TESTS_AIRFLOW_BASE"] = base
     home = Path(base) / os.environ.get("PYTEST_XDIST_WORKER", "main")
     home.mkdir(parents=True, exist_ok=True)
     os.environ["AIRFLOW_HOME"] = str(home)
     os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
+    return made
 
 
-_own_airflow_home()
+_AIRFLOW_BASE = _own_airflow_home()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The session's Airflow homes (metadata DBs, task logs) go once every test passed (the
+    process that made them: xdist's controller, after its workers); kept for a failed run."""
+    import shutil
+
+    if _AIRFLOW_BASE is not None and exitstatus == 0:
+        shutil.rmtree(_AIRFLOW_BASE, ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
