@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from solaris_lib import sparkcds
 from solaris_lib.cli import configure_logging
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.intervals import Interval
@@ -308,6 +309,9 @@ def main() -> int:
     started = time.perf_counter()
     for key, value in DEMO_SETTINGS.items():
         os.environ.setdefault(key, value)
+    # the demo's Spark jobs are short and small on a small machine: C1-only JVMs (a caller's
+    # SPARK_SUBMIT_OPTS wins); the DAG runs' jobs and the report's session inherit it
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", sparkcds.SMALL_MACHINE_JVM)
     # the simulated days and the ground truth, validation, two training and the precompute
     # DAG runs, the table, the live lookup and plot, the transfer report
     with Progress("demo", total=DEMO_WORLD.days + 1 + 1 + 2 + DEMO_INTERVALS + 2 + 1):

@@ -66,17 +66,10 @@ os.environ.setdefault("SOLARIS_LOG_QUIET_PERIOD", "0s")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Every Spark driver of the suite (the in-process sessions, the spark-submit jobs of the DAGs and
-# of the CLI tests) is a short JVM that plans many small queries: the C1 compiler alone and the
-# parallel collector spend about a third less CPU on them than the default tiered C2 and G1
-# (speculation-eval on the interaction log: 207 -> 137 CPU-s), and the suite is CPU-bound on
-# two cores. C1 frames are larger, hence the bigger thread stacks (ALS's deep lineage overflowed
-# the default 1 MB). C1 alone also shrinks the JVM's code cache to 48 MB, which a worker's
-# in-process session (it lives for the whole run: hundreds of plans, each with generated classes)
-# outgrew in CI ("Out of space in CodeCache for adapters", every later query failed; up to 71 MB
-# used): hence the reserve. spark-submit passes SPARK_SUBMIT_OPTS to the driver JVM; set it to
-# override.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
-                      "-XX:+UseParallelGC -Xss16m")
+# of the CLI tests) is a short JVM that plans many small queries, on a CPU-bound two-core
+# machine: C1 only and the parallel collector (sparkcds.SMALL_MACHINE_JVM says why). spark-submit
+# passes SPARK_SUBMIT_OPTS to the driver JVM; set it to override.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", sparkcds.SMALL_MACHINE_JVM)
 # ... and with the installation's class archive when infra/services.sh built it (sparkcds.py)
 sparkcds.use()
 # the suite's own SOLARIS_* settings (above) and the caller's, before any fixture ran
