@@ -62,6 +62,9 @@ class DagRunner:
         assert self._worker.stdin is not None and self._worker.stdout is not None
         if mark_success is not None and (not mark_success or any(c.isspace() for c in mark_success)):
             raise ValueError(f"mark_success must be a pattern without spaces: {mark_success!r}")
+        if self._worker.poll() is not None:
+            raise DagRunFailed(f"{dag_id}: the DAG worker has exited ({self._worker.returncode}); "
+                               f"its log: {self.log_path}")
         started = time.perf_counter()
         self._worker.stdin.write(f"{dag_id} {run_after.isoformat()} {mark_success or ''}\n")
         self._worker.stdin.flush()
@@ -74,7 +77,7 @@ class DagRunner:
             _echo_task(line, started, current, self._echo)
         self._out.flush()
         if state != "success":
-            ended = f"ended {state}" if state else f"worker exited {self._worker.poll()}"
+            ended = f"ended {state}" if state else f"worker exited {self._worker.wait(60)}"
             tail = self.log_path.read_text()[-3000:]
             raise DagRunFailed(f"{dag_id} for the interval ending {run_after.isoformat()} "
                                f"{ended}; full log: {self.log_path}\n{tail}")
