@@ -45,8 +45,8 @@ PASSWORD = "multi-Node-Pa55"  # a secret: never a Spark property (sparkconf.is_s
 JOBS = ("mine_logs", "speculate", "infer_embeddings", "evaluate", "publish_cache")
 # The cluster's own properties, from the connection. Each worker offers two cores and 1 GB: a
 # job's driver takes one core and the memory of one worker, so its two-core executor runs on the
-# other. The JVMs plan small queries: C1 only (as the suite's spark-submit, tests/conftest.py)
-JVM = f"-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xss16m {sparkcds.java_options()}"
+# other. The JVMs plan small queries on a small machine: the suite's options and the archive
+JVM = sparkcds.with_archive(sparkcds.SMALL_MACHINE_JVM)
 CLUSTER_CONF = {"spark.executor.cores": "2", "spark.cores.max": "2", "spark.executor.memory": "1g",
                 "spark.driver.memory": "1g", "spark.driver.extraJavaOptions": JVM,
                 "spark.executor.extraJavaOptions": JVM, "spark.sql.shuffle.partitions": "4",

@@ -22,6 +22,7 @@ from solaris_lib.layout import (
     EMBEDDINGS,
     ITEM_CLUSTERS,
     ITEM_PRIORS,
+    QUARANTINE_DIRNAME,
     SPECULATED,
 )
 from solaris_lib.logs.schema import parse_hour_partition
@@ -92,7 +93,7 @@ def test_the_cache_of_t_reads_no_log_of_t(replayed, poisoned_logs):
     _, cache = replayed
     assert len(cache.exact) > 100 and cache.scorer == "learned"
     assert len(poisoned) >= 12 and all(p.read_bytes() == POISON for p in poisoned)
-    assert not (logs / "_quarantine").exists()  # nothing was read, so nothing was refused
+    assert not (logs / QUARANTINE_DIRNAME).exists()  # nothing was read, so nothing was refused
     with pytest.raises(LogContractError, match="unreadable parquet file"):
         read_window(str(logs), SERVED)  # what any stage reading a log of t would have met
 
