@@ -6,7 +6,8 @@ the settings its driver and executors need, from the ``spark_default`` connectio
 Where properties come from, later sources winning:
 
 1. :data:`BASE_CONF` for every master (UTC sessions);
-2. :data:`LOCAL_DEFAULTS` for ``local[N]`` masters only (small shuffles, no UI);
+2. for ``local[N]`` masters only: no UI, and two shuffle partitions and tasks per core
+   (:func:`solaris_lib.sparkutil.local_shuffle_conf`, as for in-process local sessions);
 3. the connection's ``extra["conf"]``: the cluster's own properties (executor sizes, images,
    queues, shuffle partitions, secret references);
 4. the settings: every ``SOLARIS_*`` setting of the task (except the secrets, below) as
@@ -30,11 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from solaris_lib.sparkutil import local_shuffle_conf
+
 BASE_CONF = {"spark.sql.session.timeZone": "UTC"}
-LOCAL_DEFAULTS = {
-    "spark.sql.shuffle.partitions": "8",
-    "spark.ui.enabled": "false",
-}
+LOCAL_DEFAULTS = {"spark.ui.enabled": "false"}
 SETTINGS_PROPERTY = "spark.solaris.settings"
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 RUNNER_JAR = Path(__file__).resolve().parents[1] / "jobs" / "python-runner.jar"
@@ -112,6 +112,7 @@ def submit_conf(target: SparkTarget, settings_env: Mapping[str, str]) -> dict[st
     conf = dict(BASE_CONF)
     if target.manager == "local":
         conf.update(LOCAL_DEFAULTS)
+        conf.update(local_shuffle_conf(target.master))
     conf.update(target.conf)
     plain, secret = split_settings(settings_env)
     driver_env = {"yarn": "spark.yarn.appMasterEnv.",

@@ -33,7 +33,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, hour_partition
 from solaris_lib.orchestration.dagspec import job_path
-from solaris_lib.orchestration.sparkconf import BASE_CONF, LOCAL_DEFAULTS
+from solaris_lib.orchestration.sparkconf import SparkTarget, submit_conf
 from solaris_lib.speculation.io import read_partition
 from solaris_lib.speculation.mine import SORT_KEYS
 from solaris_lib.storage import is_complete, list_files
@@ -189,10 +189,10 @@ def spark_submit(job: str, interval: Interval, data_root: Path, output: Path,
     group of its own (pgid = pid) so that the driver, its JVM and Python workers die together.
     Its output goes to the file ``output`` (a pipe nobody reads would stall the job)."""
     submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable))
-    conf = [arg for key, value in {**BASE_CONF, **LOCAL_DEFAULTS}.items()
+    settings = {"SOLARIS_DATA_ROOT": str(data_root)}
+    conf = [arg for key, value in submit_conf(SparkTarget("local[2]"), settings).items()
             for arg in ("--conf", f"{key}={value}")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")}
-    env["SOLARIS_DATA_ROOT"] = str(data_root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")} | settings
     command = [submit, "--master", "local[2]", *conf, "--name", f"solaris-{job}", job_path(job),
                "--start", interval.start.isoformat(), "--end", interval.end.isoformat(), *extra]
     with open(output, "w") as sink:

@@ -39,7 +39,8 @@ def submit(master: str, mode: str = "client", **extra):
 
 def test_local_defaults_only_for_local_masters_and_the_connection_conf_wins():
     local = submit("local[2]").conf
-    assert local["spark.sql.shuffle.partitions"] == "8" and local["spark.ui.enabled"] == "false"
+    assert local["spark.sql.shuffle.partitions"] == "4" and local["spark.ui.enabled"] == "false"
+    assert local["spark.default.parallelism"] == "4"  # two tasks per core
     for master in ("spark://m:7077", "yarn", "k8s://https://api:6443"):
         conf = submit(master).conf
         assert "spark.sql.shuffle.partitions" not in conf and "spark.ui.enabled" not in conf
