@@ -119,7 +119,7 @@ def run(n_items: int, args, softmax: str) -> dict:
     full_items = shape[1] if softmax == "full" else 1
     x, y, b, seconds, steps = fit(train, shape, full_items, args.seed)
     figures = {"items": n_items, "catalogue": shape[1], "users": args.users,
-               "pairs": int(len(train[2])), "softmax": softmax, "seconds": round(seconds, 1),
+               "pairs": int(len(train[2])), "softmax": softmax, "seconds": round(seconds, 2),
                "s_per_step": round(seconds / steps, 4),
                **quality(x, y, b, train, test, user_group, item_group, args.seed)}
     print(json.dumps(figures), file=sys.stderr, flush=True)
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     sampled = run(args.compare_items, args, "sampled")
     runs = [full, sampled] + [run(int(n), args, "sampled") for n in args.scale_items.split(",") if n]
     print(json.dumps({"runs": runs, "sampled_vs_full": {
-        "items": args.compare_items, "time_ratio": round(sampled["seconds"] / full["seconds"], 3),
+        "items": args.compare_items, "time_ratio": round(sampled["seconds"] / max(full["seconds"], 0.01), 3),
         "accuracy_delta": round(sampled["pairwise_accuracy"] - full["pairwise_accuracy"], 4),
         "recall_delta": round(sampled["recall_at_100"] - full["recall_at_100"], 4)}}))
     return 0
