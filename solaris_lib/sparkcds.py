@@ -36,12 +36,11 @@ log = logging.getLogger(__name__)
 # the JDK's own notices about the archive (unusable, mismatched class path) go to stdout
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # JVM options for Spark drivers on a small machine running small jobs (the demo, the test suite):
-# short JVMs that plan many small queries spend about a third less CPU with the C1 compiler
-# alone and the parallel collector than with tiered C2 and G1 (speculation-eval on a small log:
-# 207 -> 137 CPU-s; same results: Java's floating point is strict). C1 frames are larger, hence
-# the bigger thread stacks (ALS's deep lineage overflowed 1 MB), and C1 alone shrinks the code
-# cache to 48 MB, which a session living for minutes outgrows (every later query fails): hence
-# the reserve.
+# short JVMs that plan many small queries spend less CPU with the C1 compiler alone and the
+# parallel collector than with tiered C2 and G1, with the same results (Java's floating point is
+# strict; figures in docs/scaling.md). C1 frames are larger, hence the bigger thread stacks
+# (ALS's deep lineage overflowed 1 MB), and C1 alone shrinks the code cache to 48 MB, which a
+# session living for minutes outgrows (every later query fails): hence the reserve.
 SMALL_MACHINE_JVM = ("-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
                      "-XX:+UseParallelGC -Xss16m")
 

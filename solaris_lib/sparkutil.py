@@ -59,12 +59,13 @@ def local_cores(master: str) -> int:
     return int(threads or 1)
 
 
-def local_shuffle_conf(master: str) -> dict[str, str]:
-    """Shuffle partitions and default parallelism of a local master: two tasks per core. A
-    local run's jobs are many and small; each shuffle partition costs a task per stage (at 8
-    partitions on 2 cores a speculation run on a small log took ~25 % longer than at 4)."""
+def local_conf(master: str) -> dict[str, str]:
+    """The properties of every local master, in-process sessions and local spark-submit jobs
+    alike: :data:`LOCAL_CONF` plus two shuffle partitions and tasks per core (a local run's jobs
+    are many and small, and each partition costs a task per stage; docs/scaling.md)."""
     tasks = str(TASKS_PER_CORE * local_cores(master))
-    return {"spark.sql.shuffle.partitions": tasks, "spark.default.parallelism": tasks}
+    return {**LOCAL_CONF, "spark.sql.shuffle.partitions": tasks,
+            "spark.default.parallelism": tasks}
 
 
 def _prepare_environment() -> None:
@@ -102,8 +103,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         if master.startswith("local"):
             from solaris_lib.config import load_settings
 
-            settings.update(LOCAL_CONF)
-            settings.update(local_shuffle_conf(master))
+            settings.update(local_conf(master))
             settings["spark.driver.memory"] = load_settings().spark_local_memory
     settings.update(conf or {})
     for key, value in settings.items():

@@ -6,8 +6,8 @@ the settings its driver and executors need, from the ``spark_default`` connectio
 Where properties come from, later sources winning:
 
 1. :data:`BASE_CONF` for every master (UTC sessions);
-2. for ``local[N]`` masters only: no UI, and two shuffle partitions and tasks per core
-   (:func:`solaris_lib.sparkutil.local_shuffle_conf`, as for in-process local sessions);
+2. for ``local[N]`` masters only, what in-process local sessions get
+   (:func:`solaris_lib.sparkutil.local_conf`: no UI, two shuffle partitions and tasks per core);
 3. the connection's ``extra["conf"]``: the cluster's own properties (executor sizes, images,
    queues, shuffle partitions, secret references);
 4. the settings: every ``SOLARIS_*`` setting of the task (except the secrets, below) as
@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from solaris_lib.sparkutil import local_shuffle_conf
+from solaris_lib.sparkutil import local_conf
 
 BASE_CONF = {"spark.sql.session.timeZone": "UTC"}
-LOCAL_DEFAULTS = {"spark.ui.enabled": "false"}
 SETTINGS_PROPERTY = "spark.solaris.settings"
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 RUNNER_JAR = Path(__file__).resolve().parents[1] / "jobs" / "python-runner.jar"
@@ -111,8 +110,7 @@ def submit_conf(target: SparkTarget, settings_env: Mapping[str, str]) -> dict[st
     """The Spark properties of one job on ``target`` (module docstring for the order)."""
     conf = dict(BASE_CONF)
     if target.manager == "local":
-        conf.update(LOCAL_DEFAULTS)
-        conf.update(local_shuffle_conf(target.master))
+        conf.update(local_conf(target.master))
     conf.update(target.conf)
     plain, secret = split_settings(settings_env)
     driver_env = {"yarn": "spark.yarn.appMasterEnv.",

@@ -1,11 +1,11 @@
-"""Local masters' shuffle sizing (sparkutil.local_shuffle_conf): one rule for in-process
-sessions and local spark-submit jobs."""
+"""Local masters' properties (sparkutil.local_conf): one rule for in-process sessions and
+local spark-submit jobs."""
 
 import os
 
 import pytest
 
-from solaris_lib.sparkutil import local_cores, local_shuffle_conf
+from solaris_lib.sparkutil import LOCAL_CONF, local_conf, local_cores
 
 
 @pytest.mark.parametrize(("master", "cores"), [
@@ -21,6 +21,8 @@ def test_a_master_that_is_not_local_is_refused(master):
         local_cores(master)
 
 
-def test_two_tasks_per_core():
-    assert local_shuffle_conf("local[2]") == {"spark.sql.shuffle.partitions": "4",
-                                              "spark.default.parallelism": "4"}
+def test_two_tasks_per_core_and_no_ui():
+    conf = local_conf("local[2]")
+    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "4"
+    assert conf["spark.ui.enabled"] == "false" and LOCAL_CONF.items() <= conf.items()
+    assert local_conf("local[*]")["spark.sql.shuffle.partitions"] == str(2 * os.cpu_count())
