@@ -33,7 +33,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, hour_partition
 from solaris_lib.orchestration.dagspec import job_path
-from solaris_lib.orchestration.sparkconf import SparkTarget, submit_conf
+from solaris_lib.orchestration.sparkconf import SparkTarget, submission
 from solaris_lib.speculation.io import read_partition
 from solaris_lib.speculation.mine import SORT_KEYS
 from solaris_lib.storage import is_complete, list_files
@@ -185,16 +185,18 @@ def test_late_log_partition_lets_the_sensor_succeed(bare_root, monkeypatch):
 
 def spark_submit(job: str, interval: Interval, data_root: Path, output: Path,
                  *extra: str) -> subprocess.Popen:
-    """``job`` as the DAG's SparkSubmitOperator starts it (same conf, local[2]), in a process
-    group of its own (pgid = pid) so that the driver, its JVM and Python workers die together.
-    Its output goes to the file ``output`` (a pipe nobody reads would stall the job)."""
+    """``job`` as the DAG's SparkSubmitOperator starts it (``sparkconf.submission`` on local[2]),
+    in a process group of its own (pgid = pid) so that the driver, its JVM and Python workers die
+    together. Its output goes to the file ``output`` (a pipe nobody reads would stall the job)."""
     submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable))
     settings = {"SOLARIS_DATA_ROOT": str(data_root)}
-    conf = [arg for key, value in submit_conf(SparkTarget("local[2]"), settings).items()
-            for arg in ("--conf", f"{key}={value}")]
+    app = submission(SparkTarget("local[2]"), job_path(job),
+                     ["--start", interval.start.isoformat(), "--end", interval.end.isoformat(),
+                      *extra], settings)
+    conf = [arg for key, value in app.conf.items() for arg in ("--conf", f"{key}={value}")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOLARIS_")} | settings
-    command = [submit, "--master", "local[2]", *conf, "--name", f"solaris-{job}", job_path(job),
-               "--start", interval.start.isoformat(), "--end", interval.end.isoformat(), *extra]
+    command = [submit, "--master", "local[2]", *conf, "--name", f"solaris-{job}",
+               app.application, *app.application_args]
     with open(output, "w") as sink:
         return subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                 start_new_session=True)
