@@ -1,12 +1,13 @@
 """The choice model beyond ``choice_full_items``: time per step and recovered tastes, the sampled
-softmax against the full one on the same pairs, then catalogues of 200k and 1M items.
+softmax against the full one on the same pairs, then planted worlds of 200k and 1M items.
 
 A planted world (numpy, no Spark): ``--groups`` taste groups; item ``j`` belongs to group
 ``j % groups`` and has a Zipf-like popularity within it; each user belongs to one group and
 draws ``--own-share`` of their rows from it (by popularity), the rest from the whole catalogue.
-A fifth of each user's rows is held out. The fit is ``solaris_lib.speculation.choice.fit_choice``
-with the shipped settings (``RetrievalConfig`` defaults: 16 dimensions, 300 Adam steps, 4,096
-negatives per step); only ``choice_full_items`` is set, to force one softmax or the other.
+A fifth of each user's rows is held out. The fit is ``speculation.choice.fit_choice``, the one
+the retrieval job runs (its collection of the pairs from Spark is not timed here), with the
+shipped settings (``RetrievalConfig`` defaults: 16 dimensions, 300 Adam steps, 4,096 negatives
+per step); only ``choice_full_items`` is set, to force one softmax or the other.
 
 Quality, on held-out rows (what the scorer's ``choice`` feature, ``x_u . y_j``, is for):
 
@@ -81,26 +82,27 @@ def quality(x, y, b, train, test, user_group, item_group, seed: int) -> dict[str
     accuracy = float(np.mean(np.einsum("nd,nd->n", x[u], y[own])
                              > np.einsum("nd,nd->n", x[u], y[other])))
     train_rows = np.bincount(train[1], weights=train[2], minlength=len(y))
-    sample = rng.choice(np.unique(test_users), min(200, len(np.unique(test_users))), replace=False)
-    hits = pop_hits = total = 0
-    for user in sample:
+    users = np.unique(test_users)
+    hits, pop_hits, total = 0, 0, 0
+    for user in rng.choice(users, min(200, len(users)), replace=False):
         seen = train[1][train[0] == user]
         wanted = test_items[test_users == user]
-        for scores, counter in ((x[user] @ y.T + b, "model"), (train_rows.copy(), "pop")):
-            scores[seen] = -np.inf
-            top = np.argpartition(-scores, 100)[:100]
-            found = int(np.isin(wanted, top).sum())
-            if counter == "model":
-                hits += found
-            else:
-                pop_hits += found
+        hits += _found(x[user] @ y.T + b, seen, wanted)
+        pop_hits += _found(train_rows.copy(), seen, wanted)
         total += len(wanted)
     return {"pairwise_accuracy": round(accuracy, 4), "recall_at_100": round(hits / total, 4),
             "popularity_recall_at_100": round(pop_hits / total, 4)}
 
 
+def _found(scores: np.ndarray, seen: np.ndarray, wanted: np.ndarray, k: int = 100) -> int:
+    """How many of ``wanted`` are among the ``k`` best ``scores`` once ``seen`` are excluded
+    (``scores`` is overwritten)."""
+    scores[seen] = -np.inf
+    return int(np.isin(wanted, np.argpartition(-scores, k)[:k]).sum())
+
+
 def fit(train, shape, full_items: int, seed: int):
-    """(x, y, b, seconds) of the shipped fit with ``choice_full_items`` = ``full_items``."""
+    """(x, y, b, seconds, steps) of the shipped fit with ``choice_full_items`` = ``full_items``."""
     from solaris_lib.speculation.choice import fit_choice
     from solaris_lib.speculation.config import RetrievalConfig
 
