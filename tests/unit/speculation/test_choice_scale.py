@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 _PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "choice_scale.py"
 _SPEC = importlib.util.spec_from_file_location("choice_scale", _PATH)
@@ -48,5 +47,6 @@ def test_the_last_line_compares_the_sampled_softmax_with_the_full_one(capsys):
     full, sampled = report["runs"]
     assert full["pairs"] == sampled["pairs"] and full["catalogue"] == sampled["catalogue"]
     assert full["pairwise_accuracy"] > 0.8 and sampled["pairwise_accuracy"] > 0.8
-    assert report["sampled_vs_full"]["time_ratio"] == pytest.approx(
-        sampled["seconds"] / full["seconds"], abs=0.01)
+    compared = report["sampled_vs_full"]
+    assert compared["items"] == 300 and compared["time_ratio"] > 0
+    assert abs(compared["accuracy_delta"]) < 0.2  # both softmaxes place the planted tastes
