@@ -4,7 +4,9 @@ All sources draw from the mined tables of one ``asof`` time (the end of the hist
 
 =============== ==================================================================================
 repeat          pairs the user was scored on in the lookback window (pair_stats)
-faiss           the user's nearest live items by ALS factor (see :mod:`faiss_index`)
+faiss           the user's nearest live items by the choice model's logit (``x_u . y_j + b_j``,
+                see :mod:`choice`), by ALS factor when the retrieval has no choice vectors (see
+                :mod:`faiss_index`)
 item_faiss      item-to-item: nearest live items (cosine of ALS item factors) to the user's
                 recent items, one query per user (see :mod:`recent`)
 cooccurrence    neighbours (shared users) of the user's most recent items
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from solaris_lib.sparkutil import exact_sum
+from solaris_lib.speculation.choice import logit_vectors
 from solaris_lib.speculation.config import SOURCES, SpeculateConfig
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.popular import available_measures, popular_candidates
@@ -177,14 +180,25 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     return tagged, built.kind, built.recall
 
 
+def faiss_vectors(mined: Mined) -> tuple:
+    """(user vectors, item vectors, feature) the faiss source searches by inner product: the
+    choice model's logit (feature ``choice``, ``x_u . y_j + b_j``, :func:`choice.logit_vectors`:
+    the items the model expects the user to be scored on most, docs/speculation.md), else the
+    ALS factors (feature ``als``; None when neither exists)."""
+    if mined.choice_users is not None and mined.choice_items is not None:
+        return (*logit_vectors(mined.choice_users, mined.choice_items), "choice")
+    return mined.user_factors, mined.item_factors, "als"
+
+
 def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):
-    """(candidates, kind, recall): nearest live items to each known user's ALS factor
-    (``seen``: see :func:`_nearest`)."""
-    if mined.user_factors is None or mined.item_factors is None:
+    """(candidates, kind, recall): nearest live items to each known user by
+    :func:`faiss_vectors` (``seen``: see :func:`_nearest`)."""
+    users, items, feature = faiss_vectors(mined)
+    if users is None or items is None:
         log.info("no retrieval factors: the faiss source is skipped")
         return None, None, None
-    return _nearest(spark, mined, live, config, mined.item_factors, mined.user_factors, "faiss",
-                    seen)
+    log.info("faiss source: nearest live items by %s vectors", feature)
+    return _nearest(spark, mined, live, config, items, users, "faiss", seen)
 
 
 def item_faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):

@@ -14,9 +14,10 @@ with the rest of the catalogue the user could have been shown, which is how the 
 drawn. On the default simulated world its vectors correlate far better with the hidden true
 affinity than ALS's (docs/speculation.md, "The choice model").
 
-Outputs the ALS factors' schema: ``(user_id long, factor array<float>)`` and
-``(item_id long, factor array<float>)``; the scorer uses ``x_u . y_j`` (feature ``choice``) and
-the user's 6-hour query in this space (``choice_sim_short``, :mod:`recent`).
+Outputs the ALS factors' schema, ``(user_id long, factor array<float>)`` and ``(item_id long,
+factor array<float>, bias float)``; the scorer uses the logit ``x_u . y_j + b_j`` (feature
+``choice``, :func:`logit_vectors`; the faiss source searches it too) and the user's 6-hour query
+in the space of the ``y_j`` (``choice_sim_short``, :mod:`recent`).
 
 Cost: each step multiplies users x items x dim twice (1,500 users x 5,500 items x 16 x 300
 steps: 18-27 s on the two CPU cores here when they are free); it runs on the GPU when torch sees
@@ -178,17 +179,34 @@ def train_choice(logs, end: datetime, config: RetrievalConfig):
     user_ids, users = np.unique(user_id[keep], return_inverse=True)
     item_ids, items = np.unique(item_id[keep], return_inverse=True)
     started = time.monotonic()
-    x, y, _ = fit_choice(users, items, weight[keep], (len(user_ids), len(item_ids)), config)
+    x, y, b = fit_choice(users, items, weight[keep], (len(user_ids), len(item_ids)), config)
     log.info("choice model: %d users x %d items from %d pairs in %.1f s", len(user_ids),
              len(item_ids), int(keep.sum()), time.monotonic() - started)
-    return (_factor_frame(spark, "user_id", user_ids, x), _factor_frame(spark, "item_id", item_ids, y))
+    return (_factor_frame(spark, "user_id", user_ids, x),
+            _factor_frame(spark, "item_id", item_ids, y, bias=b))
 
 
-def _factor_frame(spark, key: str, ids: np.ndarray, vectors: np.ndarray):
-    """Cached (key long, factor array<float>) DataFrame of ``ids`` and their ``vectors``."""
+def _factor_frame(spark, key: str, ids: np.ndarray, vectors: np.ndarray, bias=None):
+    """Cached (key long, factor array<float>[, bias float]) DataFrame of ``ids`` and their
+    ``vectors`` (and ``bias`` (n,))."""
     import pandas as pd
 
     frame = pd.DataFrame({key: ids.astype(np.int64), "factor": list(vectors.astype(np.float32))})
-    result = spark.createDataFrame(frame, f"{key} long, factor array<float>").cache()
+    schema = f"{key} long, factor array<float>"
+    if bias is not None:
+        frame["bias"], schema = np.asarray(bias, np.float32), schema + ", bias float"
+    result = spark.createDataFrame(frame, schema).cache()
     result.count()
     return result
+
+
+def logit_vectors(users, items):
+    """(user_id, [x_u, 1]) and (item_id, [y_j, b_j]) DataFrames whose inner product is the
+    model's logit ``x_u . y_j + b_j`` (the log of P(j | u) up to the user's normaliser); items
+    without a ``bias`` column (partitions written before it) get 0."""
+    from pyspark.sql import functions as F
+
+    bias = F.col("bias") if "bias" in items.columns else F.lit(0.0)
+    one = F.array(F.lit(1.0).cast("float"))
+    return (users.select("user_id", F.concat("factor", one).alias("factor")),
+            items.select("item_id", F.concat("factor", F.array(bias.cast("float"))).alias("factor")))

@@ -9,7 +9,7 @@ als               ALS factor                          ALS factor
 recent_sim        recent-interest query (recent.py)   unit ALS factor
 recent_sim_short  short-interest query                unit ALS factor
 audience_sim      unit short-interest query           the item's audience
-choice            choice-model vector x_u             choice-model vector y_j
+choice            [x_u, 1] (choice model)             [y_j, b_j]: the model's logit
 choice_sim_short  unit short query in choice space    unit choice vector
 ================= =================================== =========================================
 
@@ -27,6 +27,7 @@ import logging
 
 import numpy as np
 
+from solaris_lib.speculation.choice import logit_vectors
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.recent import (
     choice_short_interest,
@@ -61,7 +62,7 @@ def vector_frames(mined: Mined) -> tuple[dict, dict]:
             users["short"], items["audience"] = short
             users["short_unit"] = unit_vectors(short[0], "user_id")
     if mined.choice_users is not None and mined.choice_items is not None:
-        users["choice"], items["choice"] = mined.choice_users, mined.choice_items
+        users["choice"], items["choice"] = logit_vectors(mined.choice_users, mined.choice_items)
         choice_short = choice_short_interest(mined)
         if choice_short is not None:
             users["choice_short"], items["choice_unit"] = choice_short

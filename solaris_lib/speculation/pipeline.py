@@ -26,6 +26,7 @@ from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
 from solaris_lib.speculation.candidates import (
     calibrate_live_window,
+    faiss_vectors,
     gather,
     live_items,
     seen_lists,
@@ -180,7 +181,8 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     ranking = _ranking(config, model, validation)
     found = gather(spark, mined, config, misses)
     needs_factors = model is not None or bool({"faiss", "item_faiss"} & set(config.sources))
-    features = ranking_scores(scorer.add_features(found.pairs, mined, with_als=needs_factors))
+    features = ranking_scores(scorer.add_features(found.pairs, mined, with_als=needs_factors),
+                              faiss_vectors(mined)[2])
     features = features.cache()
     candidates = features.count()
     log.info("%d candidates with features in %.1f s", candidates, time.monotonic() - started)
@@ -243,7 +245,8 @@ def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, du
                            "user_id", "left").fillna(0, subset=["rows"])
         budget = Budget(config.user_cap(), config.global_budget).scaled(
             users.count(), mined.user_stats.count())
-        validation = validate(labelled, known, budget, config, sample if model else None)
+        validation = validate(labelled, known, budget, config, sample if model else None,
+                              faiss_vectors(past)[2])
     for frame in (labelled, *past_found.cached):
         frame.unpersist()
     return model, validation

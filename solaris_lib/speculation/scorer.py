@@ -21,7 +21,7 @@ recent_sim       the user's recent-interest query . the item's unit factor (:mod
 recent_sim_short the same with the short (6 h half-life) query: the last few requests' interest
 audience_sim     the user's unit short query . the item's audience (the unit mean short query of
                  its latest users, :mod:`recent`): places items with few rows, e.g. new campaigns
-choice           x_u . y_j of the choice model (:mod:`choice`; 0 without its vectors)
+choice           x_u . y_j + b_j, the choice model's logit (:mod:`choice`; 0 without its vectors)
 choice_sim_short the user's unit short query in the choice model's item space . the item's unit
                  choice vector (:func:`recent.choice_short_interest`; 0 without)
 user_rate        log(the user's requests per day since first seen in the window, the span

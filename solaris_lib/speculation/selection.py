@@ -8,8 +8,9 @@ heuristic    every candidate by the documented heuristic, a blend of the sources
 repeat       the user's window pairs by their decayed count
 popular      the popular source's items by the user's decayed requests x the item's popularity
              measure (per user: the textbook list, the most popular items new to the user)
-faiss        the user's ``faiss_count()`` nearest live items by ALS inner product, own pairs
-             included (FAISS pool and window pairs)
+faiss        the user's ``faiss_count()`` nearest live items by the inner product the faiss source
+             searched (``choice``, or ``als`` without choice vectors), own pairs included
+             (FAISS pool and window pairs)
 item_faiss   the same by the recent-interest query's cosine (``recent_sim``)
 cooccurrence the co-occurrence source's items by their score
 ============ ======================================================================================
@@ -61,10 +62,11 @@ class Budget:
         return Budget(self.per_user, max(1, round(self.total * users / max(of_users, 1))))
 
 
-def ranking_scores(features):
+def ranking_scores(features, faiss_by: str):
     """``features`` plus ``score_<ranking>`` for every single-source ranking and the heuristic
-    (null where the ranking does not hold the pair). Needs :data:`scorer.FEATURES`,
-    ``heuristic``, ``source_flags`` and ``popular_score``."""
+    (null where the ranking does not hold the pair); the faiss ranking orders by the feature
+    ``faiss_by`` (the third of :func:`candidates.faiss_vectors`). Needs
+    :data:`scorer.FEATURES`, ``heuristic``, ``source_flags`` and ``popular_score``."""
     from pyspark.sql import functions as F
 
     tagged = has_source
@@ -74,7 +76,7 @@ def ranking_scores(features):
         "heuristic": F.col("heuristic"),
         "repeat": F.when(own, F.col("pair_decayed")),
         "popular": F.when(tagged("popular"), requests * F.col("popular_score")),
-        "faiss": F.when(tagged("faiss") | own, F.col("als")),
+        "faiss": F.when(tagged("faiss") | own, F.col(faiss_by)),
         "item_faiss": F.when(tagged("item_faiss") | own, F.col("recent_sim")),
         "cooccurrence": F.when(tagged("cooccurrence"), F.col("cooc")),
     }
@@ -185,7 +187,7 @@ def rankings_of(config: SpeculateConfig, learned: bool) -> tuple[str, ...]:
 
 
 def validate(labelled, known, budget: Budget, config: SpeculateConfig,
-             sample=None) -> Validation:
+             sample, faiss_by: str) -> Validation:
     """Score every ranking on the labelled previous interval and choose one.
 
     ``labelled``: that interval's candidates with features, ``rows`` and ``label``
@@ -193,7 +195,8 @@ def validate(labelled, known, budget: Budget, config: SpeculateConfig,
     known then (the coverage denominator; every known user once, rows 0 when none);
     ``budget``: the run's selection rule scaled to those users; ``sample``: the learned
     scorer's training sample (:func:`scorer.training_sample`; None: no learned scorer), whose
-    two halves of users give the out-of-fold scores. Beyond
+    two halves of users give the out-of-fold scores; ``faiss_by``: see :func:`ranking_scores`.
+    Beyond
     ``config.validation_max_candidates`` candidates a hash sample of users is validated, with
     the total budget scaled to it."""
     from pyspark.sql import functions as F
@@ -201,7 +204,7 @@ def validate(labelled, known, budget: Budget, config: SpeculateConfig,
     started = time.monotonic()
     names = rankings_of(config, sample is not None)
     frame = ranking_scores(scorer.out_of_fold(labelled, sample, config.seed)
-                           if sample is not None else labelled)
+                           if sample is not None else labelled, faiss_by)
     share = min(1.0, config.validation_max_candidates / max(labelled.count(), 1))
     everyone = known.count()
     if share < 1.0:

@@ -1,5 +1,5 @@
-"""The item_faiss source and the recent_sim, recent_sim_short and audience_sim features against
-numpy computations on hand-built logs."""
+"""The item_faiss and faiss sources and the recent_sim, recent_sim_short and audience_sim features
+against numpy computations on hand-built logs."""
 
 from datetime import timedelta
 
@@ -9,6 +9,8 @@ import pytest
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation.candidates import (
+    faiss_candidates,
+    faiss_vectors,
     gather,
     item_faiss_candidates,
     live_items,
@@ -173,3 +175,42 @@ def test_without_factors_the_source_is_skipped(spark, mined):
     bare = Mined(mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
                  mined.cooccurrence)
     assert gather(spark, bare, CONFIG).pairs.count() == 0
+
+
+def _vectors(spark, key: str, ids, seed: int):
+    rng = np.random.default_rng(seed)
+    vectors = {i: rng.standard_normal(DIM).astype(np.float32) for i in ids}
+    frame = spark.createDataFrame([(i, [float(x) for x in v]) for i, v in vectors.items()],
+                                  f"{key} long, factor array<float>")
+    return frame, vectors
+
+
+def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
+    mined, _ = mined
+    config = CONFIG.model_copy(update={"sources": ("faiss",)})
+    live = {r.item_id for r in live_items(mined, config).collect()}
+    als_users, als_x = _vectors(spark, "user_id", range(USERS), 21)
+    als_items, als_y = _vectors(spark, "item_id", range(100, 100 + ITEMS), 22)
+    choice_users, choice_x = _vectors(spark, "user_id", range(USERS), 23)
+    choice_y = _vectors(spark, "item_id", range(100, 100 + ITEMS), 24)[1]
+    bias = {i: 0.5 * (i % 3) for i in choice_y}  # the model's logit x . y + b orders the pools
+    choice_items = spark.createDataFrame(
+        [(i, [float(x) for x in v], bias[i]) for i, v in choice_y.items()],
+        "item_id long, factor array<float>, bias float")
+    logit_y = {i: np.append(v, bias[i]) for i, v in choice_y.items()}
+    logit_x = {u: np.append(v, 1.0) for u, v in choice_x.items()}
+    tables = (mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
+              mined.cooccurrence, als_users, als_items)
+    for vectors, x, y, feature in ((Mined(*tables, choice_users, choice_items), logit_x,
+                                    logit_y, "choice"),
+                                   (Mined(*tables), als_x, als_y, "als")):
+        assert faiss_vectors(vectors)[2] == feature
+        found, _, _ = faiss_candidates(spark, vectors, live_items(vectors, config), config)
+        found = found.collect()
+        assert found and {r.source for r in found} == {"faiss"}
+        for user in {r.user_id for r in found}:
+            scores = {i: float(x[user] @ y[i]) for i in live}
+            top = sorted(scores, key=lambda i: -scores[i])[:K]
+            got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
+            assert [r.item_id for r in got] == top
+            assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)

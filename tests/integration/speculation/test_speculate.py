@@ -110,7 +110,7 @@ def _vectors(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_choice_vectors_match_a_fit_on_independently_weighted_rows(speculated, layout):
-    """The written choice vectors are the model fitted on the window's rows, each weighted
+    """The written choice vectors and biases are the model fitted on the window's rows, each weighted
     2^(-age / 72 h) at the window's end (weights computed here from the raw logs)."""
     window = history_window(INTERVAL.previous().end, RETRIEVAL_CFG.lookback)
     rows = read_window(layout.logs, window).table.to_pandas()
@@ -119,7 +119,7 @@ def test_choice_vectors_match_a_fit_on_independently_weighted_rows(speculated, l
     pairs = rows.groupby(["user_id", "item_id"], as_index=False)["w"].sum()
     user_ids, users = np.unique(pairs.user_id, return_inverse=True)
     item_ids, items = np.unique(pairs.item_id, return_inverse=True)
-    x, y, _ = fit_choice(users, items, pairs.w.to_numpy(), (len(user_ids), len(item_ids)),
+    x, y, b = fit_choice(users, items, pairs.w.to_numpy(), (len(user_ids), len(item_ids)),
                          RETRIEVAL_CFG)
     base = f"{layout.stage_root(RETRIEVAL)}/interval={INTERVAL.previous().key}"
     written_users, written_x = _vectors(f"{base}/choice_users")
@@ -128,6 +128,8 @@ def test_choice_vectors_match_a_fit_on_independently_weighted_rows(speculated, l
     assert written_y.shape == (len(item_ids), RETRIEVAL_CFG.choice_dim)
     np.testing.assert_allclose(written_x, x, atol=2e-3)
     np.testing.assert_allclose(written_y, y, atol=2e-3)
+    written_b = pq.read_table(f"{base}/choice_items").column("bias").to_numpy()
+    np.testing.assert_allclose(written_b, b, atol=2e-3)
 
 
 def test_retrieval_without_the_choice_model_loads_as_none(spark, layout):
