@@ -4,7 +4,7 @@
         --dump-candidates var/dump --json
     python benchmarks/scorer_replay.py --dump var/dump [--interact user_act:als] [--drop cooc]
 
-A Spark run of the default world takes 10-20 minutes; most of it is mining and candidate
+A Spark run of the default world takes about 4 minutes; most of it is mining and candidate
 generation, which a new scorer feature or model does not change. The dump holds what the
 scorer saw (``train``: the earlier split's candidates with their features and label-window
 rows; ``candidates``: the scored run's candidates with features and the Spark score;
@@ -16,7 +16,14 @@ budgets, and reports coverage of the known users' future rows (the report's deno
 * ``spark``: the Spark run's own scores (checks that the replay selects as the run did);
 * ``floor``: the numpy refit on the same features (what a variant is compared with);
 * ``variant``: the features changed by ``--interact A:B`` (adds A x B) and ``--drop F``;
-* ``perfect``: the candidates ranked by their true future rows (the pools' ceiling).
+* ``perfect``: the candidates ranked by their true future rows (the pools' ceiling);
+* ``floor_in_sample`` (``--in-sample``): the same model fitted on the scored candidates' own
+  future rows, each half of the users (a hash) scored by a fit on the other half: what these
+  features can do when training and scoring share one geometry (the learner's reference above
+  the floor; ``speculation-eval`` trains on a shorter split when the history is short);
+* ``mlp`` (``--mlp``): a small network (22-64-32-1, ReLU) fitted by Poisson likelihood of the
+  rows (log link) on the training split, and with ``--in-sample`` also ``mlp_in_sample``:
+  a flexible learner on the same features, in both geometries.
 
 Each under the per-user allocation (``budget_per_user`` each) and the global one (the same
 total by score across users, one user at most ``--user-cap`` x the budget, by default the cap
@@ -89,6 +96,54 @@ def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: in
     return {"per_user": round(per_user / denominator, 4), "global": round(global_ / denominator, 4)}
 
 
+def logistic_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray) -> np.ndarray:
+    """The product's logistic fit on ``x_fit`` (n, k) with labels ``rows > 0`` (positives weighted
+    by their rows), log-odds of ``x_apply`` (m, k)."""
+    return predict(fit(x_fit, (rows > 0).astype(np.float64), np.maximum(rows, 1.0)), x_apply)
+
+
+def mlp_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray, epochs: int = 8,
+               seed: int = 0) -> np.ndarray:
+    """Log of the expected rows of ``x_apply`` (m, k) under a 64-32 ReLU network fitted to
+    ``rows`` (n,) of ``x_fit`` (n, k) by Poisson likelihood (Adam 3e-3, batches of 8,192,
+    features standardised on ``x_fit``)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    mean, scale = x_fit.mean(0), x_fit.std(0) + 1e-6
+    x = torch.from_numpy(((x_fit - mean) / scale).astype(np.float32))
+    y = torch.from_numpy(rows.astype(np.float32))
+    net = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 64), torch.nn.ReLU(),
+                              torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    optimiser = torch.optim.Adam(net.parameters(), lr=3e-3)
+    for epoch in range(epochs):
+        order = torch.randperm(len(x), generator=generator)
+        for start in range(0, len(x), 8192):
+            batch = order[start:start + 8192]
+            eta = net(x[batch]).squeeze(1)
+            loss = (torch.exp(eta) - y[batch] * eta).mean()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        log.info("mlp epoch %d/%d: Poisson loss %.4f", epoch + 1, epochs, float(loss.detach()))
+    with torch.no_grad():
+        applied = torch.from_numpy(((x_apply - mean) / scale).astype(np.float32))
+        return net(applied).squeeze(1).numpy().astype(np.float64)
+
+
+def in_sample(learner, candidates: pd.DataFrame, x: np.ndarray) -> np.ndarray:
+    """Scores of ``candidates`` (rows ``x``) by ``learner`` fitted on their own future ``rows``,
+    out of fold: each half of the users (a hash of the id) by a fit on the other half."""
+    half = pd.util.hash_array(candidates["user_id"].to_numpy()) % 2
+    rows = candidates["rows"].to_numpy(np.float64)
+    score = np.zeros(len(candidates))
+    for fold in (0, 1):
+        held = half == fold
+        score[held] = learner(x[~held], rows[~held], x[held])
+    return score
+
+
 def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, list[float]]:
     """Coverage of a numpy refit with ``features`` + ``interact`` products (global selection:
     one user at most ``cap`` x the budget), and its weights."""
@@ -96,6 +151,26 @@ def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, l
     model = fit(design(train, features, interact), train["label"].to_numpy(np.float64), weight)
     score = predict(model, design(candidates, features, interact))
     return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model.weights]
+
+
+def references(train, candidates, budgets, features, cap, args) -> dict:
+    """The ``--in-sample`` and ``--mlp`` figures (coverage dicts by name)."""
+    learners = {"floor": logistic_scores, "mlp": mlp_scores}
+    wanted = ["mlp"] if args.mlp else []
+    wanted += [f"{name}_in_sample" for name in learners if args.in_sample and
+               (name == "floor" or args.mlp)]
+    if not wanted:
+        return {}
+    x = design(candidates, features, [])
+    found = {}
+    for name in wanted:
+        learner = learners[name.removesuffix("_in_sample")]
+        if name.endswith("_in_sample"):
+            score = in_sample(learner, candidates, x)
+        else:
+            score = learner(design(train, features, []), train["rows"].to_numpy(np.float64), x)
+        found[name] = coverage(candidates, score, budgets, cap)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user-cap", type=int, default=GLOBAL_USER_CAP, metavar="X",
                         help="in the global selection one user keeps at most X x the budget "
                         f"(default {GLOBAL_USER_CAP}, as speculation-eval --allocation global)")
+    parser.add_argument("--in-sample", action="store_true",
+                        help="also fit on the scored candidates' own future rows, out of fold "
+                        "by user halves (floor_in_sample; mlp_in_sample with --mlp)")
+    parser.add_argument("--mlp", action="store_true",
+                        help="also a Poisson MLP on the same features (mlp; needs torch)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     interact = [tuple(pair.split(":", 1)) for pair in args.interact]
@@ -140,9 +220,11 @@ def main(argv: list[str] | None = None) -> int:
             result[f"ratio_{mode}"] = round(result["variant"][mode] / result["floor"][mode], 4)
     result.update({"candidates": len(candidates), "train_candidates": len(train),
                    "budget_per_user": budgets["budget_per_user"], "user_cap": cap,
-                   "interact": args.interact, "drop": args.drop,
-                   "seconds": round(time.monotonic() - started, 1)})
-    for name in ("spark", "floor", "variant", "perfect"):
+                   "interact": args.interact, "drop": args.drop})
+    result.update(references(train, candidates, budgets, features, cap, args))
+    result["seconds"] = round(time.monotonic() - started, 1)
+    for name in ("spark", "floor", "variant", "floor_in_sample", "mlp", "mlp_in_sample",
+                 "perfect"):
         if name in result:
             log.info("%-8s per user %.4f  global %.4f", name, result[name]["per_user"],
                      result[name]["global"])

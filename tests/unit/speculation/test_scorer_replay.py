@@ -49,3 +49,29 @@ def test_per_user_and_global_selection():
     budgets["global_budget"] = 4
     assert replay.coverage(candidates, score, budgets, cap=4)["global"] == pytest.approx(0.8)
     assert replay.coverage(candidates, score, budgets, cap=2)["global"] == pytest.approx(0.7)
+
+
+def test_in_sample_scores_each_half_of_the_users_by_a_fit_on_the_other():
+    users = np.arange(40)
+    half = pd.util.hash_array(users) % 2
+    assert 0 < half.sum() < len(users)
+    candidates = pd.DataFrame({"user_id": users, "rows": np.where(half == 0, 10.0, 0.0)})
+
+    def mean_rows(x_fit, rows, x_apply):  # a learner that predicts its fit set's mean
+        return np.full(len(x_apply), rows.mean())
+
+    score = replay.in_sample(mean_rows, candidates, np.zeros((len(users), 1)))
+    assert np.all(score[half == 0] == 0.0) and np.all(score[half == 1] == 10.0)
+
+
+def test_mlp_ranks_by_a_curved_poisson_rate():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(6000, 2))
+    log_rate = 0.5 + x[:, 0] - x[:, 1] ** 2  # not monotone in x1: a linear model cannot rank it
+    rows = rng.poisson(np.exp(log_rate)).astype(float)
+    test = rng.normal(size=(2000, 2))
+    truth = 0.5 + test[:, 0] - test[:, 1] ** 2
+    ranks = lambda v: pd.Series(v).rank().to_numpy()  # noqa: E731
+    mlp = np.corrcoef(ranks(replay.mlp_scores(x, rows, test, epochs=40)), ranks(truth))[0, 1]
+    linear = np.corrcoef(ranks(replay.logistic_scores(x, rows, test)), ranks(truth))[0, 1]
+    assert mlp > 0.95 and linear < 0.8
