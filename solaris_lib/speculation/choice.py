@@ -14,7 +14,7 @@ with the rest of the catalogue the user could have been shown, which is how the 
 drawn. On the default simulated world its vectors correlate far better with the hidden true
 affinity than ALS's (docs/speculation.md, "The choice model").
 
-Outputs the ALS factors' schema, ``(user_id long, factor array<float>)`` and ``(item_id long,
+Outputs ``(user_id long, factor array<float>)`` (the ALS factors' schema) and ``(item_id long,
 factor array<float>, bias float)``; the scorer uses the logit ``x_u . y_j + b_j`` (feature
 ``choice``, :func:`logit_vectors`; the faiss source searches it too) and the user's 6-hour query
 in the space of the ``y_j`` (``choice_sim_short``, :mod:`recent`).
