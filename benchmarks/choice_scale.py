@@ -9,7 +9,7 @@ the retrieval job runs (its collection of the pairs from Spark is not timed here
 shipped settings (``RetrievalConfig`` defaults: 16 dimensions, 300 Adam steps, 4,096 negatives
 per step); only ``choice_full_items`` is set, to force one softmax or the other.
 
-Quality, on held-out rows (what the scorer's ``choice`` feature, ``x_u . y_j``, is for):
+Quality, on held-out rows (what the scorer's ``choice`` feature, ``x_u . y_j + b_j``, is for):
 
 * ``pairwise_accuracy``: a held-out item of the user's own group against a random item of
   another group, the share ranked right by ``x_u . y_j`` (0.5: chance);

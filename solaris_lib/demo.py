@@ -119,7 +119,7 @@ def run_dag(runner, dag_id: str, run_after: datetime) -> None:
 
 
 def train(runner, run_after: datetime) -> None:
-    banner("2. training DAGs: retrieval factors (ALS) and the foundation model")
+    banner("2. training DAGs: retrieval vectors (ALS, choice model) and the foundation model")
     for dag_id in ("solaris_train_retrieval", "solaris_train_foundation"):
         with step(dag_id):
             run_dag(runner, dag_id, run_after)

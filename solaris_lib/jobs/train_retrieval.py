@@ -5,7 +5,8 @@
 
 Writes ``retrieval/interval=KEY/{users,items}`` (ALS) and ``{choice_users,choice_items}`` (the
 choice model, ``solaris_lib/speculation/choice.py``, with RetrievalConfig's ``choice_*``
-settings; torch, on the GPU when there is one), each (id, factor array<float>), under
+settings; torch, on the GPU when there is one), each (id, factor array<float>; ``choice_items``
+also ``bias`` float), under
 ``SOLARIS_DATA_ROOT``. Prints one JSON line.
 """
 

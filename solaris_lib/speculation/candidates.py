@@ -184,8 +184,10 @@ def faiss_vectors(mined: Mined) -> tuple:
     """(user vectors, item vectors, feature) the faiss source searches by inner product: the
     choice model's logit (feature ``choice``, ``x_u . y_j + b_j``, :func:`choice.logit_vectors`:
     the items the model expects the user to be scored on most, docs/speculation.md), else the
-    ALS factors (feature ``als``; None when neither exists)."""
-    if mined.choice_users is not None and mined.choice_items is not None:
+    ALS factors (feature ``als``; None when neither exists). Choice vectors without the bias
+    (partitions written before it) count as absent here: ``x_u . y_j`` alone ranks poorly."""
+    choice = mined.choice_items
+    if mined.choice_users is not None and choice is not None and "bias" in choice.columns:
         return (*logit_vectors(mined.choice_users, mined.choice_items), "choice")
     return mined.user_factors, mined.item_factors, "als"
 

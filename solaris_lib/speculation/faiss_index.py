@@ -1,6 +1,7 @@
 """FAISS nearest live items to each user's factor, built once on the driver, searched on executors.
 
-The index holds the live items' ALS factors (inner product). Catalogues up to
+The index holds the live items' vectors of the source that searches it (the choice model's
+logit vectors or ALS factors for ``faiss``, unit ALS factors for ``item_faiss``; inner product). Catalogues up to
 ``exact_threshold`` items use exact ``IndexFlatIP``; larger ones an ``IndexIVFFlat`` whose
 ``nprobe`` is raised until recall@k against exact search on a query sample reaches the target
 (the measured recall is returned). The index is serialized (``faiss.serialize_index``) and

@@ -20,7 +20,7 @@ class Mined:
     user_factors: object = None
     item_factors: object = None
     choice_users: object = None  # choice-model vectors (choice.py), same schema as the factors
-    choice_items: object = None
+    choice_items: object = None  # the same plus ``bias`` (b_j; absent in older partitions)
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
     choice_short: object = None  # (short queries, unit choice item vectors), see recent.py

@@ -4,7 +4,7 @@ Output ``retrieval/interval=KEY/users`` (user_id int64, factor array<float>) and
 ``retrieval/interval=KEY/items`` (item_id int64, factor array<float>), ``rank`` floats each.
 The implicit rating of a (user, item) is ``log1p(times scored) + 2 * clicks``.
 The retrieval stage also fits the choice model (:mod:`choice`) on the same window:
-``retrieval/interval=KEY/choice_users`` and ``choice_items``, the same schema.
+``retrieval/interval=KEY/choice_users`` (the same schema) and ``choice_items`` (with ``bias``).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 from solaris_lib.speculation.recent import recent_queries, short_interest
 from solaris_lib.speculation.scorer import add_features
+from solaris_lib.speculation.selection import ranking_scores
 
 from .builders import T0, decay, row, write_logs
 
@@ -201,16 +202,27 @@ def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
     logit_x = {u: np.append(v, 1.0) for u, v in choice_x.items()}
     tables = (mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
               mined.cooccurrence, als_users, als_items)
+    # choice vectors written before the bias column rank poorly alone: the ALS factors are used
+    assert faiss_vectors(Mined(*tables, choice_users, choice_items.drop("bias")))[2] == "als"
     for vectors, x, y, feature in ((Mined(*tables, choice_users, choice_items), logit_x,
                                     logit_y, "choice"),
                                    (Mined(*tables), als_x, als_y, "als")):
         assert faiss_vectors(vectors)[2] == feature
         found, _, _ = faiss_candidates(spark, vectors, live_items(vectors, config), config)
         found = found.collect()
-        assert found and {r.source for r in found} == {"faiss"}
+        assert {r.source for r in found} == {"faiss"}
+        assert {r.user_id for r in found} == {r.user_id for r in mined.user_stats.collect()}
         for user in {r.user_id for r in found}:
             scores = {i: float(x[user] @ y[i]) for i in live}
             top = sorted(scores, key=lambda i: -scores[i])[:K]
             got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
             assert [r.item_id for r in got] == top
             assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)
+        # the choice feature is the logit, and the faiss ranking orders by the searched feature
+        features = add_features(gather(spark, vectors, config).pairs, vectors)
+        rows = ranking_scores(features, feature).collect()
+        assert rows
+        for r in rows:
+            logit = float(logit_x[r.user_id] @ logit_y[r.item_id])
+            assert abs(r.choice - (logit if feature == "choice" else 0.0)) < 1e-4
+            assert r.score_faiss == pytest.approx(getattr(r, feature), abs=1e-9)
