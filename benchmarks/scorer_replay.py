@@ -96,10 +96,15 @@ def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: in
     return {"per_user": round(per_user / denominator, 4), "global": round(global_ / denominator, 4)}
 
 
+def fit_rows(x_fit: np.ndarray, rows: np.ndarray):
+    """The product's logistic fit on ``x_fit`` (n, k) with labels ``rows > 0``, positives weighted
+    by their ``rows`` (n,) (as :func:`solaris_lib.speculation.scorer.label` labels them)."""
+    return fit(x_fit, (rows > 0).astype(np.float64), np.maximum(rows, 1.0))
+
+
 def logistic_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray) -> np.ndarray:
-    """The product's logistic fit on ``x_fit`` (n, k) with labels ``rows > 0`` (positives weighted
-    by their rows), log-odds of ``x_apply`` (m, k)."""
-    return predict(fit(x_fit, (rows > 0).astype(np.float64), np.maximum(rows, 1.0)), x_apply)
+    """Log-odds of ``x_apply`` (m, k) under :func:`fit_rows` of ``x_fit`` and ``rows``."""
+    return predict(fit_rows(x_fit, rows), x_apply)
 
 
 def mlp_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray, epochs: int = 8,
@@ -147,30 +152,24 @@ def in_sample(learner, candidates: pd.DataFrame, x: np.ndarray) -> np.ndarray:
 def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, list[float]]:
     """Coverage of a numpy refit with ``features`` + ``interact`` products (global selection:
     one user at most ``cap`` x the budget), and its weights."""
-    weight = np.maximum(train["rows"].to_numpy(np.float64), 1.0)
-    model = fit(design(train, features, interact), train["label"].to_numpy(np.float64), weight)
+    model = fit_rows(design(train, features, interact), train["rows"].to_numpy(np.float64))
     score = predict(model, design(candidates, features, interact))
     return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model.weights]
 
 
 def references(train, candidates, budgets, features, cap, args) -> dict:
     """The ``--in-sample`` and ``--mlp`` figures (coverage dicts by name)."""
-    learners = {"floor": logistic_scores, "mlp": mlp_scores}
-    wanted = ["mlp"] if args.mlp else []
-    wanted += [f"{name}_in_sample" for name in learners if args.in_sample and
-               (name == "floor" or args.mlp)]
-    if not wanted:
+    if not (args.mlp or args.in_sample):
         return {}
     x = design(candidates, features, [])
-    found = {}
-    for name in wanted:
-        learner = learners[name.removesuffix("_in_sample")]
-        if name.endswith("_in_sample"):
-            score = in_sample(learner, candidates, x)
-        else:
-            score = learner(design(train, features, []), train["rows"].to_numpy(np.float64), x)
-        found[name] = coverage(candidates, score, budgets, cap)
-    return found
+    scores = {}
+    if args.mlp:
+        scores["mlp"] = mlp_scores(design(train, features, []), train["rows"].to_numpy(np.float64), x)
+    if args.in_sample:
+        scores["floor_in_sample"] = in_sample(logistic_scores, candidates, x)
+    if args.in_sample and args.mlp:
+        scores["mlp_in_sample"] = in_sample(mlp_scores, candidates, x)
+    return {name: coverage(candidates, score, budgets, cap) for name, score in scores.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,26 +180,32 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     return tagged, built.kind, built.recall
 
 
+def faiss_feature(mined: Mined) -> str:
+    """The feature whose inner product the faiss source searches: ``choice``, the choice model's
+    logit ``x_u . y_j + b_j`` (:func:`choice.logit_vectors`: the items the model expects the user
+    to be scored on most, docs/speculation.md), when ``mined`` has choice vectors with their
+    bias; else ``als`` (choice vectors written before the bias: ``x_u . y_j`` alone ranks
+    poorly)."""
+    items = mined.choice_items
+    has_bias = mined.choice_users is not None and items is not None and "bias" in items.columns
+    return "choice" if has_bias else "als"
+
+
 def faiss_vectors(mined: Mined) -> tuple:
-    """(user vectors, item vectors, feature) the faiss source searches by inner product: the
-    choice model's logit (feature ``choice``, ``x_u . y_j + b_j``, :func:`choice.logit_vectors`:
-    the items the model expects the user to be scored on most, docs/speculation.md), else the
-    ALS factors (feature ``als``; None when neither exists). Choice vectors without the bias
-    (partitions written before it) count as absent here: ``x_u . y_j`` alone ranks poorly."""
-    choice = mined.choice_items
-    if mined.choice_users is not None and choice is not None and "bias" in choice.columns:
-        return (*logit_vectors(mined.choice_users, mined.choice_items), "choice")
-    return mined.user_factors, mined.item_factors, "als"
+    """(user vectors, item vectors) of :func:`faiss_feature` (None when absent)."""
+    if faiss_feature(mined) == "choice":
+        return logit_vectors(mined.choice_users, mined.choice_items)
+    return mined.user_factors, mined.item_factors
 
 
 def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):
     """(candidates, kind, recall): nearest live items to each known user by
-    :func:`faiss_vectors` (``seen``: see :func:`_nearest`)."""
-    users, items, feature = faiss_vectors(mined)
+    :func:`faiss_feature` (``seen``: see :func:`_nearest`)."""
+    users, items = faiss_vectors(mined)
     if users is None or items is None:
         log.info("no retrieval factors: the faiss source is skipped")
         return None, None, None
-    log.info("faiss source: nearest live items by %s vectors", feature)
+    log.info("faiss source: nearest live items by %s vectors", faiss_feature(mined))
     return _nearest(spark, mined, live, config, items, users, "faiss", seen)
 
 

@@ -26,7 +26,7 @@ from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
 from solaris_lib.speculation.candidates import (
     calibrate_live_window,
-    faiss_vectors,
+    faiss_feature,
     gather,
     live_items,
     seen_lists,
@@ -182,7 +182,7 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     found = gather(spark, mined, config, misses)
     needs_factors = model is not None or bool({"faiss", "item_faiss"} & set(config.sources))
     features = ranking_scores(scorer.add_features(found.pairs, mined, with_als=needs_factors),
-                              faiss_vectors(mined)[2])
+                              faiss_feature(mined))
     features = features.cache()
     candidates = features.count()
     log.info("%d candidates with features in %.1f s", candidates, time.monotonic() - started)
@@ -246,7 +246,7 @@ def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, du
         budget = Budget(config.user_cap(), config.global_budget).scaled(
             users.count(), mined.user_stats.count())
         validation = validate(labelled, known, budget, config, sample if model else None,
-                              faiss_vectors(past)[2])
+                              faiss_feature(past))
     for frame in (labelled, *past_found.cached):
         frame.unpersist()
     return model, validation

@@ -65,7 +65,7 @@ class Budget:
 def ranking_scores(features, faiss_by: str):
     """``features`` plus ``score_<ranking>`` for every single-source ranking and the heuristic
     (null where the ranking does not hold the pair); the faiss ranking orders by the feature
-    ``faiss_by`` (the third of :func:`candidates.faiss_vectors`). Needs
+    ``faiss_by`` (:func:`candidates.faiss_feature`). Needs
     :data:`scorer.FEATURES`, ``heuristic``, ``source_flags`` and ``popular_score``."""
     from pyspark.sql import functions as F
 

@@ -10,7 +10,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.speculation.candidates import (
     faiss_candidates,
-    faiss_vectors,
+    faiss_feature,
     gather,
     item_faiss_candidates,
     live_items,
@@ -203,11 +203,11 @@ def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
     tables = (mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
               mined.cooccurrence, als_users, als_items)
     # choice vectors written before the bias column rank poorly alone: the ALS factors are used
-    assert faiss_vectors(Mined(*tables, choice_users, choice_items.drop("bias")))[2] == "als"
+    assert faiss_feature(Mined(*tables, choice_users, choice_items.drop("bias"))) == "als"
     for vectors, x, y, feature in ((Mined(*tables, choice_users, choice_items), logit_x,
                                     logit_y, "choice"),
                                    (Mined(*tables), als_x, als_y, "als")):
-        assert faiss_vectors(vectors)[2] == feature
+        assert faiss_feature(vectors) == feature
         found, _, _ = faiss_candidates(spark, vectors, live_items(vectors, config), config)
         found = found.collect()
         assert {r.source for r in found} == {"faiss"}
