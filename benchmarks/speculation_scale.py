@@ -6,7 +6,8 @@ interval, speculate with the learned scorer trained on the previous one, all sou
 ``time(large) / time(small)`` beside the row ratio (near-linear scaling: the two ratios agree).
 
 FAISS: recall@k of the IVF index against exact search (``IndexFlatIP``) on the large run's
-ALS item factors (IVF forced) and on a 200k-vector synthetic catalogue, with both search times.
+vectors (IVF forced): the choice model's logit vectors, which the faiss source searches, and the
+ALS factors; and on a 200k-vector synthetic catalogue, with both search times.
 Last line: one JSON object.
 """
 
@@ -71,11 +72,24 @@ def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
 
 
 def factor_recall(spark, layout: DataLayout, k: int) -> dict:
-    """IVF recall on the ALS factors of the large run."""
-    base = Path(layout.root) / "retrieval"
-    part = sorted(base.glob("interval=*"))[-1]
-    items = spark.read.parquet(str(part / "items")).orderBy("item_id").toPandas()
-    users = spark.read.parquet(str(part / "users")).orderBy("user_id").limit(2000).toPandas()
+    """IVF recall on the large run's vectors as the speculate job searches them: the faiss
+    source's choice-model logit vectors ``[x_u, 1] . [y_j, b_j]`` and the ALS factors (the
+    item_faiss source's space, and the faiss source's without choice vectors)."""
+    from solaris_lib.speculation.choice import logit_vectors
+
+    part = sorted((Path(layout.root) / "retrieval").glob("interval=*"))[-1]
+
+    def read(name: str):
+        return spark.read.parquet(str(part / name))
+
+    users, items = logit_vectors(read("choice_users"), read("choice_items"))
+    return {"choice_logit": _recall(items, users, k), "als": _recall(read("items"), read("users"), k)}
+
+
+def _recall(items, users, k: int) -> dict:
+    """:func:`ivf_recall` of (item_id, factor) against the first 2,000 users' (user_id, factor)."""
+    items = items.orderBy("item_id").toPandas()
+    users = users.orderBy("user_id").limit(2000).toPandas()
     vectors = np.stack(items["factor"].to_numpy()).astype(np.float32)
     queries = np.stack(users["factor"].to_numpy()).astype(np.float32)
     return ivf_recall(items["item_id"].to_numpy(np.int64), vectors, queries, k)
@@ -105,7 +119,7 @@ def main() -> None:
             cfg = WorldConfig(users=users, items=items, days=days, seed=11)
             runs.append(stage_seconds(spark, work / f"w{i}", cfg))
         small, large = runs
-        recall = {"als_factors": factor_recall(spark, large["layout"], BUDGET),
+        recall = {**factor_recall(spark, large["layout"], BUDGET),
                   "synthetic": synthetic_recall(50_000 if args.quick else 200_000, 100)}
     finally:
         spark.stop()

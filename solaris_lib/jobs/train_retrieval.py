@@ -1,7 +1,8 @@
 """spark-submit entrypoint: ALS retrieval factors and the choice model over one lookback window.
 
     spark-submit solaris_lib/jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d] \
-        [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1]
+        [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1] \
+        [--choice-dim 16] [--choice-reg 0.02] [--choice-steps 300] [--choice-half-life 72h]
 
 Writes ``retrieval/interval=KEY/{users,items}`` (ALS) and ``{choice_users,choice_items}`` (the
 choice model, ``solaris_lib/speculation/choice.py``, with RetrievalConfig's ``choice_*``
@@ -14,19 +15,19 @@ import sys
 
 from solaris_lib.intervals import Interval, parse_duration
 from solaris_lib.orchestration.jobrunner import Job, run_job
-from solaris_lib.speculation.jobargs import add_als_arguments, als_overrides
+from solaris_lib.speculation.jobargs import add_retrieval_arguments, retrieval_overrides
 
 
 def _arguments(parser) -> None:
     parser.add_argument("--lookback", default="28d", help="history window before --end")
-    add_als_arguments(parser)
+    add_retrieval_arguments(parser)
 
 
 def _prepare(args, settings):
     from solaris_lib.speculation.config import retrieval_config
 
     return Interval.parse(args.start, args.end), retrieval_config(
-        lookback=parse_duration(args.lookback), **als_overrides(args))
+        lookback=parse_duration(args.lookback), **retrieval_overrides(args))
 
 
 def _run(spark, settings, request):

@@ -7,7 +7,7 @@ import json
 
 def register(subparsers) -> None:
     from solaris_lib.speculation.config import SOURCES
-    from solaris_lib.speculation.jobargs import add_als_arguments, add_live_arguments
+    from solaris_lib.speculation.jobargs import add_live_arguments, add_retrieval_arguments
     from solaris_lib.speculation.selection import RANKINGS
 
     cmd = subparsers.add_parser(
@@ -33,7 +33,7 @@ def register(subparsers) -> None:
                      help="nearest live items per user from each FAISS source (the candidate "
                      "pool's depth; default 0: the budget per user)")
     add_live_arguments(cmd)
-    add_als_arguments(cmd, prefix="als-")
+    add_retrieval_arguments(cmd, als_prefix="als-")
     cmd.add_argument("--scorer", choices=("auto", *RANKINGS), default="auto",
                      help="auto: the ranking that covered most of the latest labelled interval "
                      "(reported as selected); or one ranking")
@@ -54,7 +54,7 @@ def _evaluate(args) -> int:
     from solaris_lib.progress import Progress
     from solaris_lib.sparkutil import get_spark
     from solaris_lib.speculation.evaluate import EVAL_STAGES, EvalRequest, evaluate_speculation
-    from solaris_lib.speculation.jobargs import als_overrides, live_overrides
+    from solaris_lib.speculation.jobargs import live_overrides, retrieval_overrides
     from solaris_lib.storage import exists
 
     if not exists(args.logs):
@@ -67,7 +67,7 @@ def _evaluate(args) -> int:
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
-        live=live_overrides(args, settings), als=als_overrides(args), dump=args.dump_candidates,
+        live=live_overrides(args, settings), retrieval_fields=retrieval_overrides(args), dump=args.dump_candidates,
         sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)

@@ -164,7 +164,7 @@ class SpeculateConfig(BaseModel):
 
 
 def retrieval_config(**fields) -> RetrievalConfig:
-    """:class:`RetrievalConfig` from job flags (``jobargs.als_overrides``), with a
+    """:class:`RetrievalConfig` from job flags (``jobargs.retrieval_overrides``), with a
     :class:`ConfigError` that names each bad field instead of pydantic's traceback."""
     try:
         return RetrievalConfig(**fields)

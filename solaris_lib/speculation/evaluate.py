@@ -55,12 +55,13 @@ class EvalRequest:
     faiss_k: int = 0  # FAISS pool depth per user; 0: the budget
     live: dict = field(default_factory=dict)  # live-item fields of SpeculateConfig (jobargs)
     dump: str | None = None  # folder for the scorer's inputs and the future rows (scorer_replay)
-    als: dict = field(default_factory=dict)  # RetrievalConfig fields given (rank, alpha, reg, ...)
+    retrieval_fields: dict = field(default_factory=dict)  # RetrievalConfig fields given (jobargs)
     sources: tuple[str, ...] = SOURCES  # candidate sources of the run
 
     def retrieval(self) -> RetrievalConfig:
-        """The run's ALS settings: the config's defaults with ``als`` over them."""
-        return retrieval_config(lookback=self.lookback, **self.als)
+        """The run's ALS and choice-model settings: the config's defaults with
+        ``retrieval_fields`` over them."""
+        return retrieval_config(lookback=self.lookback, **self.retrieval_fields)
 
     def speculate(self) -> SpeculateConfig:
         """The speculate settings given (sources, scorer, live items), before the budget."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import timedelta
 
 from solaris_lib.intervals import parse_duration
 
@@ -22,23 +23,33 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 ALS_FIELDS = ("rank", "max_iter", "alpha", "reg")
+CHOICE_FIELDS = ("choice_dim", "choice_reg", "choice_steps", "choice_half_life")
 
 
-def add_als_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """``--{prefix}rank``, ``--{prefix}max-iter``, ``--{prefix}alpha``, ``--{prefix}reg``: the
-    ALS knobs of :class:`RetrievalConfig`, each defaulting to the config's value."""
+def add_retrieval_arguments(parser: argparse.ArgumentParser, als_prefix: str = "") -> None:
+    """The :class:`RetrievalConfig` knobs, each defaulting to the config's value: ALS's
+    ``--{als_prefix}rank``, ``--{als_prefix}max-iter``, ``--{als_prefix}alpha``,
+    ``--{als_prefix}reg`` and the choice model's ``--choice-dim``, ``--choice-reg``,
+    ``--choice-steps``, ``--choice-half-life`` (a duration, e.g. 24h)."""
     from solaris_lib.speculation.config import RetrievalConfig
 
-    for name in ALS_FIELDS:
+    for name in ALS_FIELDS + CHOICE_FIELDS:
         field = RetrievalConfig.model_fields[name]
-        parser.add_argument(f"--{prefix}{name.replace('_', '-')}", type=field.annotation, default=None,
-                            dest=f"als_{name}", help=f"ALS: {field.description.rstrip('.')} "
-                            f"(default {field.default})")
+        flag = f"{als_prefix}{name}" if name in ALS_FIELDS else name
+        kind, default = field.annotation, field.default
+        if kind is timedelta:  # parsed by retrieval_overrides: a bad one is a ConfigError
+            kind, default = str, f"{default.total_seconds() / 3600:g}h"
+        label = "ALS: " if name in ALS_FIELDS else ""
+        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind, default=None,
+                            dest=f"retrieval_{name}", metavar=name.upper(),
+                            help=f"{label}{field.description.rstrip('.')} (default {default})")
 
 
-def als_overrides(args) -> dict:
-    """The :class:`RetrievalConfig` fields given by :func:`add_als_arguments`'s flags."""
-    values = {name: getattr(args, f"als_{name}") for name in ALS_FIELDS}
+def retrieval_overrides(args) -> dict:
+    """The :class:`RetrievalConfig` fields given by :func:`add_retrieval_arguments`'s flags."""
+    values = {name: getattr(args, f"retrieval_{name}") for name in ALS_FIELDS + CHOICE_FIELDS}
+    if values["choice_half_life"] is not None:
+        values["choice_half_life"] = parse_duration(values["choice_half_life"])
     return {name: value for name, value in values.items() if value is not None}
 
 

@@ -1,4 +1,5 @@
-"""jobs/train_retrieval.py's ALS flags: defaults from RetrievalConfig, bad values named."""
+"""jobs/train_retrieval.py's ALS and choice-model flags: defaults from RetrievalConfig, bad
+values named."""
 
 import importlib.util
 import logging
@@ -22,17 +23,23 @@ def _job():
 
 def test_only_the_given_flags_override_the_config():
     import argparse
+    from datetime import timedelta
 
-    from solaris_lib.speculation.jobargs import add_als_arguments, als_overrides
+    from solaris_lib.speculation.jobargs import add_retrieval_arguments, retrieval_overrides
 
     parser = argparse.ArgumentParser()
-    add_als_arguments(parser)
-    assert als_overrides(parser.parse_args([])) == {}
-    given = als_overrides(parser.parse_args(["--rank", "16", "--alpha", "1", "--reg", "0.01"]))
-    assert given == {"rank": 16, "alpha": 1.0, "reg": 0.01}
+    add_retrieval_arguments(parser)
+    assert retrieval_overrides(parser.parse_args([])) == {}
+    given = retrieval_overrides(parser.parse_args(
+        ["--rank", "16", "--alpha", "1", "--reg", "0.01", "--choice-half-life", "24h",
+         "--choice-dim", "24"]))
+    assert given == {"rank": 16, "alpha": 1.0, "reg": 0.01, "choice_dim": 24,
+                     "choice_half_life": timedelta(hours=24)}
     assert type(given["alpha"]) is float and type(given["rank"]) is int
     config = retrieval_config(**given)
     assert (config.rank, config.alpha, config.reg, config.max_iter) == (16, 1.0, 0.01, 10)
+    assert (config.choice_dim, config.choice_half_life, config.choice_reg) == (
+        24, timedelta(hours=24), 0.02)
 
 
 def test_bad_values_are_named():
@@ -53,8 +60,17 @@ def test_the_job_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         _job().main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag, default in (("--rank", 32), ("--max-iter", 10), ("--alpha", 10.0), ("--reg", 0.1)):
+    for flag, default in (("--rank", 32), ("--max-iter", 10), ("--alpha", 10.0), ("--reg", 0.1),
+                          ("--choice-dim", 16), ("--choice-steps", 300),
+                          ("--choice-half-life", "72h")):
         assert flag in text and f"(default {default})" in text
+
+
+def test_a_bad_duration_is_refused_before_starting_spark(caplog):
+    with caplog.at_level(logging.ERROR):
+        code = _job().main([*INTERVAL, "--choice-half-life", "three days"])
+    assert code == ConfigError.exit_code
+    assert "three days" in caplog.text
 
 
 def _eval_args(*flags: str):
@@ -68,19 +84,25 @@ def _eval_args(*flags: str):
                               "--budget-factor", "3", *flags])
 
 
-def test_speculation_eval_passes_its_als_flags_to_the_run():
+def test_speculation_eval_passes_its_retrieval_flags_to_the_run():
     from datetime import UTC, datetime, timedelta
 
     from solaris_lib.speculation.evaluate import EvalRequest
-    from solaris_lib.speculation.jobargs import als_overrides
+    from solaris_lib.speculation.jobargs import retrieval_overrides
 
-    args = _eval_args("--als-rank", "16", "--als-alpha", "1", "--als-reg", "0.01")
-    assert als_overrides(args) == {"rank": 16, "alpha": 1.0, "reg": 0.01}
-    assert als_overrides(_eval_args()) == {}
+    args = _eval_args("--als-rank", "16", "--als-alpha", "1", "--als-reg", "0.01",
+                      "--choice-reg", "0.05", "--choice-half-life", "1d")
+    fields = retrieval_overrides(args)
+    assert fields == {"rank": 16, "alpha": 1.0, "reg": 0.01, "choice_reg": 0.05,
+                      "choice_half_life": timedelta(days=1)}
+    assert retrieval_overrides(_eval_args()) == {}
     cutoff, week = datetime(2026, 1, 12, tzinfo=UTC), timedelta(days=7)
-    request = EvalRequest("x", cutoff, week, 4 * week, budget_factor=3.0, als=als_overrides(args))
+    request = EvalRequest("x", cutoff, week, 4 * week, budget_factor=3.0, retrieval_fields=fields)
     retrieval = request.retrieval()
     assert (retrieval.rank, retrieval.alpha, retrieval.reg, retrieval.max_iter) == (16, 1.0, 0.01, 10)
+    assert (retrieval.choice_reg, retrieval.choice_half_life) == (0.05, timedelta(days=1))
     assert retrieval.lookback == 4 * week
     with pytest.raises(ConfigError, match="rank"):
-        EvalRequest("x", cutoff, week, week, budget_factor=3.0, als={"rank": 1})
+        EvalRequest("x", cutoff, week, week, budget_factor=3.0, retrieval_fields={"rank": 1})
+    with pytest.raises(ConfigError, match="choice_dim"):
+        EvalRequest("x", cutoff, week, week, budget_factor=3.0, retrieval_fields={"choice_dim": 1})
