@@ -1,7 +1,8 @@
 """Speculation stage scaling and FAISS recall.
 
-Times the whole speculation stage (mine and ALS retrieval of the previous and the current daily
-interval, speculate with the learned scorer trained on the previous one, all sources) on two simulated worlds of about 1M and 10M rows
+Times the whole speculation stage (mine and retrieval, ALS and the choice model, of the previous
+and the current daily interval, speculate with the learned scorer trained on the previous one,
+all sources) on two simulated worlds of about 1M and 10M rows
 (``--quick``: 100k and 1M), same Spark master, and reports seconds, rows/s and the ratio
 ``time(large) / time(small)`` beside the row ratio (near-linear scaling: the two ratios agree).
 
@@ -29,6 +30,7 @@ from solaris_lib.layout import DataLayout
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.simulate.world import Simulator
 from solaris_lib.sparkutil import get_spark
+from solaris_lib.speculation.choice import logit_vectors
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.faiss_index import build_index, exact_top_k, load_index, recall_at_k
 from solaris_lib.speculation.pipeline import run_mine, run_retrieval, run_speculate
@@ -71,19 +73,18 @@ def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
             "ivf_ms_per_query": round(ivf_ms, 3), "exact_ms_per_query": round(exact_ms, 3)}
 
 
-def factor_recall(spark, layout: DataLayout, k: int) -> dict:
-    """IVF recall on the large run's vectors as the speculate job searches them: the faiss
-    source's choice-model logit vectors ``[x_u, 1] . [y_j, b_j]`` and the ALS factors (the
-    item_faiss source's space, and the faiss source's without choice vectors)."""
-    from solaris_lib.speculation.choice import logit_vectors
-
+def retrieval_recall(spark, layout: DataLayout, k: int) -> dict:
+    """IVF recall on the large run's retrieval vectors (all items, IVF forced, where the job
+    searches exactly below ``exact_threshold``): the choice model's logit vectors, which the faiss
+    source searches, and the raw ALS factors, which it searches without choice vectors."""
     part = sorted((Path(layout.root) / "retrieval").glob("interval=*"))[-1]
 
     def read(name: str):
         return spark.read.parquet(str(part / name))
 
     users, items = logit_vectors(read("choice_users"), read("choice_items"))
-    return {"choice_logit": _recall(items, users, k), "als": _recall(read("items"), read("users"), k)}
+    return {"choice_logit": _recall(items, users, k),
+            "als": _recall(read("items"), read("users"), k)}
 
 
 def _recall(items, users, k: int) -> dict:
@@ -119,7 +120,7 @@ def main() -> None:
             cfg = WorldConfig(users=users, items=items, days=days, seed=11)
             runs.append(stage_seconds(spark, work / f"w{i}", cfg))
         small, large = runs
-        recall = {**factor_recall(spark, large["layout"], BUDGET),
+        recall = {**retrieval_recall(spark, large["layout"], BUDGET),
                   "synthetic": synthetic_recall(50_000 if args.quick else 200_000, 100)}
     finally:
         spark.stop()

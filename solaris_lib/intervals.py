@@ -42,6 +42,16 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
+def format_duration(value: timedelta) -> str:
+    """The inverse of :func:`parse_duration`: ``value`` in the largest unit that divides it
+    (``timedelta(hours=72)`` -> ``"3d"``, ``timedelta(minutes=90)`` -> ``"90m"``)."""
+    seconds = int(value.total_seconds())
+    if seconds != value.total_seconds():
+        raise ConfigError(f"{value} is not a whole number of seconds")
+    unit = next(u for u in ("w", "d", "h", "m", "s") if seconds % _UNIT_SECONDS[u] == 0)
+    return f"{seconds // _UNIT_SECONDS[unit]}{unit}"
+
+
 def require_utc(value: datetime, name: str) -> datetime:
     """Return ``value`` in UTC, refusing naive datetimes."""
     if value.tzinfo is None:

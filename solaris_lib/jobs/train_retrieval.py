@@ -2,7 +2,7 @@
 
     spark-submit solaris_lib/jobs/train_retrieval.py --start 2026-01-05 --end 2026-01-06 [--lookback 28d] \
         [--rank 32] [--max-iter 10] [--alpha 10] [--reg 0.1] \
-        [--choice-dim 16] [--choice-reg 0.02] [--choice-steps 300] [--choice-half-life 72h]
+        [--choice-dim 16] [--choice-reg 0.02] [--choice-steps 300] [--choice-half-life 3d]
 
 Writes ``retrieval/interval=KEY/{users,items}`` (ALS) and ``{choice_users,choice_items}`` (the
 choice model, ``solaris_lib/speculation/choice.py``, with RetrievalConfig's ``choice_*``

@@ -67,7 +67,8 @@ def _evaluate(args) -> int:
         lookback=parse_duration(args.lookback), budget_per_user=args.budget_per_user,
         budget_factor=args.budget_factor, global_budget=args.global_budget, scorer=args.scorer,
         out=args.out, allocation=args.allocation, faiss_k=args.faiss_k,
-        live=live_overrides(args, settings), retrieval_fields=retrieval_overrides(args), dump=args.dump_candidates,
+        live=live_overrides(args, settings), retrieval_fields=retrieval_overrides(args),
+        dump=args.dump_candidates,
         sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
     )
     spark = get_spark("solaris-speculation-eval", master=settings.spark_master)

@@ -22,14 +22,14 @@ class MineConfig(BaseModel):
     max_history_clicks: int = Field(
         100, ge=0, description="Newest clicked events kept per user history beyond those.")
     half_life: timedelta = Field(
-        timedelta(days=3), description="Half-life of the time-decayed pair and item counts."
+        timedelta(days=3), gt=timedelta(0), description="Half-life of the time-decayed pair and item counts."
     )
     recent_half_life: timedelta = Field(
-        timedelta(hours=6), description="Half-life of the pairs' short-memory decayed count "
+        timedelta(hours=6), gt=timedelta(0), description="Half-life of the pairs' short-memory decayed count "
         "(pair_stats.recent_decayed): the user's current interest (recent.py)."
     )
     trend_window: timedelta = Field(
-        timedelta(days=1), description="Recent window whose rate, over the lookback's, is the trend."
+        timedelta(days=1), gt=timedelta(0), description="Recent window whose rate, over the lookback's, is the trend."
     )
     short_window: timedelta = Field(
         timedelta(days=7), description="Window of item_stats.short_rows: the rows of the last "
@@ -67,7 +67,7 @@ class RetrievalConfig(BaseModel):
     choice_steps: int = Field(300, ge=1, description="Choice model: full-batch Adam steps.")
     choice_lr: float = Field(0.1, gt=0, description="Choice model: Adam learning rate.")
     choice_half_life: timedelta = Field(
-        timedelta(hours=72), description="Choice model: half-life of a row's weight by its age "
+        timedelta(hours=72), gt=timedelta(0), description="Choice model: half-life of a row's weight by its age "
         "at the window's end (interests drift)."
     )
     choice_chunk_cells: int = Field(

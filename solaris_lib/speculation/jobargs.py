@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from solaris_lib.intervals import parse_duration
+from solaris_lib.intervals import format_duration, parse_duration
 
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,21 +36,32 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser, als_prefix: str = "
     for name in ALS_FIELDS + CHOICE_FIELDS:
         field = RetrievalConfig.model_fields[name]
         flag = f"{als_prefix}{name}" if name in ALS_FIELDS else name
-        kind, default = field.annotation, field.default
-        if kind is timedelta:  # parsed by retrieval_overrides: a bad one is a ConfigError
-            kind, default = str, f"{default.total_seconds() / 3600:g}h"
-        label = "ALS: " if name in ALS_FIELDS else ""
+        help_text = field.description.rstrip(".")
+        if name in ALS_FIELDS:
+            help_text = f"ALS: {help_text}"
+        if field.annotation is timedelta:  # parsed by retrieval_overrides (ConfigError)
+            kind, metavar = str, "DURATION"
+            help_text += f"; a duration, e.g. 24h or 3d (default {format_duration(field.default)})"
+        else:
+            kind, metavar = field.annotation, name.upper()
+            help_text += f" (default {field.default})"
         parser.add_argument(f"--{flag.replace('_', '-')}", type=kind, default=None,
-                            dest=f"retrieval_{name}", metavar=name.upper(),
-                            help=f"{label}{field.description.rstrip('.')} (default {default})")
+                            dest=f"retrieval_{name}", metavar=metavar, help=help_text)
 
 
 def retrieval_overrides(args) -> dict:
-    """The :class:`RetrievalConfig` fields given by :func:`add_retrieval_arguments`'s flags."""
-    values = {name: getattr(args, f"retrieval_{name}") for name in ALS_FIELDS + CHOICE_FIELDS}
-    if values["choice_half_life"] is not None:
-        values["choice_half_life"] = parse_duration(values["choice_half_life"])
-    return {name: value for name, value in values.items() if value is not None}
+    """The :class:`RetrievalConfig` fields given by :func:`add_retrieval_arguments`'s flags
+    (durations parsed: a bad one raises :class:`ConfigError`)."""
+    from solaris_lib.speculation.config import RetrievalConfig
+
+    fields = {}
+    for name in ALS_FIELDS + CHOICE_FIELDS:
+        value = getattr(args, f"retrieval_{name}")
+        if value is not None and RetrievalConfig.model_fields[name].annotation is timedelta:
+            value = parse_duration(value)
+        if value is not None:
+            fields[name] = value
+    return fields
 
 
 def live_overrides(args, settings) -> dict:

@@ -49,7 +49,7 @@ def test_bad_values_are_named():
         retrieval_config(alpha=0.0)
 
 
-def test_the_job_rejects_a_bad_flag_before_starting_spark(caplog):
+def test_the_job_rejects_a_bad_flag_before_any_work(caplog):
     with caplog.at_level(logging.ERROR):
         code = _job().main([*INTERVAL, "--reg", "-1"])
     assert code == ConfigError.exit_code
@@ -62,15 +62,35 @@ def test_the_job_help_shows_the_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for flag, default in (("--rank", 32), ("--max-iter", 10), ("--alpha", 10.0), ("--reg", 0.1),
                           ("--choice-dim", 16), ("--choice-steps", 300),
-                          ("--choice-half-life", "72h")):
+                          ("--choice-half-life", "3d")):
         assert flag in text and f"(default {default})" in text
 
 
-def test_a_bad_duration_is_refused_before_starting_spark(caplog):
+def test_a_bad_or_zero_duration_is_refused_before_any_work(caplog):
     with caplog.at_level(logging.ERROR):
         code = _job().main([*INTERVAL, "--choice-half-life", "three days"])
     assert code == ConfigError.exit_code
     assert "three days" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        code = _job().main([*INTERVAL, "--choice-half-life", "0h"])
+    assert code == ConfigError.exit_code
+    assert "choice_half_life" in caplog.text
+
+
+def test_durations_print_as_they_parse():
+    from datetime import timedelta
+
+    from solaris_lib.intervals import format_duration, parse_duration
+    from solaris_lib.speculation.config import RetrievalConfig
+
+    default = RetrievalConfig().choice_half_life
+    assert parse_duration(format_duration(default)) == default
+    for value, text in ((timedelta(minutes=90), "90m"), (timedelta(hours=36), "36h"),
+                        (timedelta(days=14), "2w"), (timedelta(seconds=61), "61s")):
+        assert format_duration(value) == text and parse_duration(text) == value
+    with pytest.raises(ConfigError, match="whole number of seconds"):
+        format_duration(timedelta(milliseconds=1500))
 
 
 def _eval_args(*flags: str):
