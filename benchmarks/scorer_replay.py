@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from solaris_lib.speculation.logistic import fit as fit_logistic
+from solaris_lib.speculation.scorer import fit_rows as scorer_fit_rows
 
 log = logging.getLogger("scorer_replay")
 
@@ -70,16 +70,6 @@ def design(frame: pd.DataFrame, features: list[str], interact: list[tuple[str, s
     return np.column_stack(columns)
 
 
-def fit(x: np.ndarray, label: np.ndarray, weight: np.ndarray):
-    """The product's fit (:func:`solaris_lib.speculation.logistic.fit`) on ``x`` (n, k)."""
-    return fit_logistic(x, label, weight, tuple(f"x{k}" for k in range(x.shape[1])))
-
-
-def predict(model, x: np.ndarray) -> np.ndarray:
-    """Log-odds of ``x`` under ``model`` (the ranking is the same as the probability's)."""
-    return model.logit(x)
-
-
 def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: int) -> dict:
     """Coverage of the future rows by the per-user and the global selection of ``score`` (one
     user at most ``cap`` x the budget in the global one)."""
@@ -97,14 +87,14 @@ def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: in
 
 
 def fit_rows(x_fit: np.ndarray, rows: np.ndarray):
-    """The product's logistic fit on ``x_fit`` (n, k) with labels ``rows > 0``, positives weighted
-    by their ``rows`` (n,) (as :func:`solaris_lib.speculation.scorer.label` labels them)."""
-    return fit(x_fit, (rows > 0).astype(np.float64), np.maximum(rows, 1.0))
+    """The product's fit (:func:`solaris_lib.speculation.scorer.fit_rows`: labels ``rows > 0``,
+    positives weighted by their ``rows``) on ``x_fit`` (n, k)."""
+    return scorer_fit_rows(x_fit, rows, tuple(f"x{k}" for k in range(x_fit.shape[1])))
 
 
 def logistic_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray) -> np.ndarray:
     """Log-odds of ``x_apply`` (m, k) under :func:`fit_rows` of ``x_fit`` and ``rows``."""
-    return predict(fit_rows(x_fit, rows), x_apply)
+    return fit_rows(x_fit, rows).logit(x_apply)
 
 
 def mlp_scores(x_fit: np.ndarray, rows: np.ndarray, x_apply: np.ndarray, epochs: int = 8,
@@ -153,7 +143,7 @@ def replay(train, candidates, budgets, features, interact, cap) -> tuple[dict, l
     """Coverage of a numpy refit with ``features`` + ``interact`` products (global selection:
     one user at most ``cap`` x the budget), and its weights."""
     model = fit_rows(design(train, features, interact), train["rows"].to_numpy(np.float64))
-    score = predict(model, design(candidates, features, interact))
+    score = model.logit(design(candidates, features, interact))
     return coverage(candidates, score, budgets, cap), [round(float(b), 3) for b in model.weights]
 
 

@@ -30,10 +30,10 @@ from solaris_lib.layout import DataLayout
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.simulate.world import Simulator
 from solaris_lib.sparkutil import get_spark
-from solaris_lib.speculation.choice import logit_vectors
+from solaris_lib.speculation.candidates import faiss_feature, faiss_vectors
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.faiss_index import build_index, exact_top_k, load_index, recall_at_k
-from solaris_lib.speculation.pipeline import run_mine, run_retrieval, run_speculate
+from solaris_lib.speculation.pipeline import load_mined, run_mine, run_retrieval, run_speculate
 
 SIZES = {"quick": [(200, 1000, 5), (1000, 2000, 10)], "full": [(1000, 2000, 10), (7000, 5000, 14)]}
 BUDGET = 200
@@ -55,7 +55,7 @@ def stage_seconds(spark, root: Path, cfg: WorldConfig) -> dict:
     seconds = time.perf_counter() - started
     return {"rows": result.rows, "users": cfg.users, "days": cfg.days, "seconds": round(seconds, 1),
             "rows_per_s": round(result.rows / seconds), "pairs": report["pairs"],
-            "scorer": report["scorer"], "layout": layout}
+            "scorer": report["scorer"], "layout": layout, "interval": interval}
 
 
 def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int) -> dict:
@@ -73,18 +73,17 @@ def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
             "ivf_ms_per_query": round(ivf_ms, 3), "exact_ms_per_query": round(exact_ms, 3)}
 
 
-def retrieval_recall(spark, layout: DataLayout, k: int) -> dict:
-    """IVF recall on the large run's retrieval vectors (all items, IVF forced, where the job
-    searches exactly below ``exact_threshold``): the choice model's logit vectors, which the faiss
-    source searches, and the raw ALS factors, which it searches without choice vectors."""
-    part = sorted((Path(layout.root) / "retrieval").glob("interval=*"))[-1]
-
-    def read(name: str):
-        return spark.read.parquet(str(part / name))
-
-    users, items = logit_vectors(read("choice_users"), read("choice_items"))
+def retrieval_recall(spark, layout: DataLayout, interval: Interval, k: int) -> dict:
+    """IVF recall on the large run's retrieval vectors as the speculate job loads them
+    (:func:`load_mined`; all items, IVF forced, where the job searches exactly below
+    ``exact_threshold``): :func:`candidates.faiss_vectors`, the choice model's logit vectors the
+    faiss source searches, and the raw ALS factors, which it searches without choice vectors."""
+    mined = load_mined(spark, layout, interval)
+    if faiss_feature(mined) != "choice":
+        raise SystemExit(f"the retrieval of {interval.key} wrote no choice vectors with a bias")
+    users, items = faiss_vectors(mined)
     return {"choice_logit": _recall(items, users, k),
-            "als": _recall(read("items"), read("users"), k)}
+            "als": _recall(mined.item_factors, mined.user_factors, k)}
 
 
 def _recall(items, users, k: int) -> dict:
@@ -120,13 +119,13 @@ def main() -> None:
             cfg = WorldConfig(users=users, items=items, days=days, seed=11)
             runs.append(stage_seconds(spark, work / f"w{i}", cfg))
         small, large = runs
-        recall = {**retrieval_recall(spark, large["layout"], BUDGET),
+        recall = {**retrieval_recall(spark, large["layout"], large["interval"], BUDGET),
                   "synthetic": synthetic_recall(50_000 if args.quick else 200_000, 100)}
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     for run in runs:
-        run.pop("layout")
+        del run["layout"], run["interval"]
     print(json.dumps({
         "benchmark": "speculation_scale", "master": args.master, "quick": args.quick,
         "small": small, "large": large,

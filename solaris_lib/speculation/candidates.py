@@ -201,11 +201,12 @@ def faiss_vectors(mined: Mined) -> tuple:
 def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):
     """(candidates, kind, recall): nearest live items to each known user by
     :func:`faiss_feature` (``seen``: see :func:`_nearest`)."""
+    feature = faiss_feature(mined)
     users, items = faiss_vectors(mined)
     if users is None or items is None:
         log.info("no retrieval factors: the faiss source is skipped")
         return None, None, None
-    log.info("faiss source: nearest live items by %s vectors", faiss_feature(mined))
+    log.info("faiss source: nearest live items by %s vectors", feature)
     return _nearest(spark, mined, live, config, items, users, "faiss", seen)
 
 

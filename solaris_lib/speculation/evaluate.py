@@ -22,6 +22,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window_spark
 from solaris_lib.progress import step
 from solaris_lib.sparkutil import collect_garbage
+from solaris_lib.speculation.candidates import faiss_feature
 from solaris_lib.speculation.config import (
     SOURCES,
     MineConfig,
@@ -30,6 +31,7 @@ from solaris_lib.speculation.config import (
     retrieval_config,
     speculate_config,
 )
+from solaris_lib.speculation.jobargs import ALS_FIELDS
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 
 log = logging.getLogger(__name__)
@@ -247,12 +249,13 @@ def _evaluate_mined(spark, request: EvalRequest, windows, mined, configs, starte
             "validation": result.validation.report() if result.validation else None,
             "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
-            "faiss_recall": result.faiss_recall, "coverage_vs_budget": curves,
+            "faiss_recall": result.faiss_recall, "faiss_vectors": faiss_feature(mined),
+            "coverage_vs_budget": curves,
             "live_window_s": result.live_window.total_seconds(),
             "shape": log_shape(history, future, mined.user_stats),
             "cutoff": request.cutoff.isoformat(), "horizon_s": request.horizon.total_seconds(),
             "lookback_s": request.lookback.total_seconds(),
-            "als": configs[1].model_dump(include={"rank", "max_iter", "alpha", "reg"}),
+            "als": configs[1].model_dump(include=set(ALS_FIELDS)),
             "choice": _choice_settings(configs[1]),
             "seconds": round(time.monotonic() - started, 1),
         })

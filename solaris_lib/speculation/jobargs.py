@@ -57,10 +57,10 @@ def retrieval_overrides(args) -> dict:
     fields = {}
     for name in ALS_FIELDS + CHOICE_FIELDS:
         value = getattr(args, f"retrieval_{name}")
-        if value is not None and RetrievalConfig.model_fields[name].annotation is timedelta:
-            value = parse_duration(value)
-        if value is not None:
-            fields[name] = value
+        if value is None:
+            continue
+        duration = RetrievalConfig.model_fields[name].annotation is timedelta
+        fields[name] = parse_duration(value) if duration else value
     return fields
 
 

@@ -271,6 +271,7 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     except EmptyInputError as exc:
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
+    searched = faiss_feature(mined)
     rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"])
     result.release()
     for used in (mined, *(train_on[:1] if train_on else ())):
@@ -279,4 +280,4 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
             "validation": result.validation.report() if result.validation else None,
             "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
-            "faiss_recall": result.faiss_recall}
+            "faiss_recall": result.faiss_recall, "faiss_vectors": searched}

@@ -21,7 +21,6 @@ from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 from solaris_lib.speculation.recent import recent_queries, short_interest
 from solaris_lib.speculation.scorer import add_features
-from solaris_lib.speculation.selection import ranking_scores
 
 from .builders import T0, decay, row, write_logs
 
@@ -189,6 +188,7 @@ def _vectors(spark, key: str, ids, seed: int):
 def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
     mined, _ = mined
     config = CONFIG.model_copy(update={"sources": ("faiss",)})
+    wired = CONFIG.model_copy(update={"sources": ("repeat", "faiss"), "scorer": "faiss"})
     live = {r.item_id for r in live_items(mined, config).collect()}
     als_users, als_x = _vectors(spark, "user_id", range(USERS), 21)
     als_items, als_y = _vectors(spark, "item_id", range(100, 100 + ITEMS), 22)
@@ -218,11 +218,15 @@ def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
             got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
             assert [r.item_id for r in got] == top
             assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)
-        # the choice feature is the logit, and the faiss ranking orders by the searched feature
-        features = add_features(gather(spark, vectors, config).pairs, vectors)
-        rows = ranking_scores(features, feature).collect()
-        assert rows
+        # through the job's code: the choice feature is the logit, and the faiss ranking orders
+        # the FAISS pools and the user's own (repeat) pairs by the searched inner product
+        result = speculate_frames(spark, vectors, wired)
+        rows = result.features.select("user_id", "item_id", "sources", "choice",
+                                      "score_faiss").collect()
+        own = [r for r in rows if "faiss" not in r.sources and r.score_faiss is not None]
+        assert own and len(own) < len(rows)
         for r in rows:
             logit = float(logit_x[r.user_id] @ logit_y[r.item_id])
             assert abs(r.choice - (logit if feature == "choice" else 0.0)) < 1e-4
-            assert r.score_faiss == pytest.approx(getattr(r, feature), abs=1e-9)
+            if r.score_faiss is not None:
+                assert abs(r.score_faiss - float(x[r.user_id] @ y[r.item_id])) < 1e-4

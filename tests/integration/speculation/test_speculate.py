@@ -69,6 +69,7 @@ def test_learned_scorer_with_faiss_from_older_retrieval(speculated):
     report, table = speculated
     assert report["scorer"] == "learned"
     assert report["faiss_index"] == "flat"
+    assert report["faiss_vectors"] == "choice"  # the retrieval wrote choice vectors with a bias
     assert any("faiss" in row for row in table.column("sources").to_pylist())
 
 

@@ -44,6 +44,7 @@ def test_on_a_tiny_world(spark, tiny_world, capsys, tmp_path, monkeypatch):
                   "--dump-candidates", str(tmp_path / "dump"), "--scorer", "learned")
     assert KEYS <= set(report)
     assert report["live_window_s"] == 30 * 3600  # the flag and the variable reached speculate
+    assert report["faiss_vectors"] == "choice"
     assert report["als"] == {"rank": 32, "max_iter": 6, "alpha": 10.0, "reg": 0.1}
     assert report["choice"] == {"enabled": True, "dim": 16, "reg": 0.02, "steps": 300,
                                 "lr": 0.1, "half_life_s": 72 * 3600.0}

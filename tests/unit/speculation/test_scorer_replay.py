@@ -1,5 +1,6 @@
-"""benchmarks/scorer_replay.py's numpy pieces: the weighted logistic fit (the product's,
-solaris_lib.speculation.logistic) and the selection."""
+"""The product's weighted logistic fit (solaris_lib.speculation.logistic, scorer.fit_rows), which
+benchmarks/scorer_replay.py replays, and that benchmark's numpy pieces: the selection, the
+in-sample folds and the MLP."""
 
 import importlib.util
 from pathlib import Path
@@ -15,24 +16,28 @@ _SPEC.loader.exec_module(replay)
 
 
 def test_fit_recovers_the_coefficients_of_logistic_data():
+    from solaris_lib.speculation.logistic import fit
+
     rng = np.random.default_rng(3)
     x = rng.normal(size=(40_000, 2)) * [1.0, 3.0] + [0.0, 5.0]
     logit = -1.0 + 2.0 * x[:, 0] - 0.5 * x[:, 1]
     label = (rng.random(len(x)) < 1 / (1 + np.exp(-logit))).astype(float)
-    model = replay.fit(x, label, np.ones(len(x)))
+    model = fit(x, label, np.ones(len(x)), ("a", "b"))
     assert model.weights == pytest.approx([2.0, -0.5], abs=0.06)
     assert model.intercept == pytest.approx(-1.0, abs=0.1)
-    assert replay.predict(model, x) == pytest.approx(logit, abs=0.4)
+    assert model.logit(x) == pytest.approx(logit, abs=0.4)
 
 
-def test_weights_count_as_repeated_rows():
+def test_a_positive_weighs_its_rows_as_repeated_positives():
+    from solaris_lib.speculation.scorer import fit_rows
+
     x = np.array([[0.0], [1.0], [1.0], [0.0]])
-    label = np.array([0.0, 1.0, 0.0, 1.0])
-    weighted = replay.fit(x, label, np.array([1.0, 3.0, 1.0, 1.0]))
-    repeated = replay.fit(np.vstack([x, [[1.0], [1.0]]]), np.append(label, [1.0, 1.0]),
-                          np.ones(6))
-    assert replay.predict(weighted, np.array([[1.0]])) == pytest.approx(
-        replay.predict(repeated, np.array([[1.0]])), abs=1e-3)  # log-odds log(3)
+    weighted = fit_rows(x, np.array([0.0, 3.0, 0.0, 1.0]), ("x",))
+    repeated = fit_rows(np.vstack([x, [[1.0], [1.0]]]), np.array([0.0, 1.0, 0.0, 1.0, 1.0, 1.0]),
+                        ("x",))
+    at_one = np.array([[1.0]])
+    assert weighted.logit(at_one) == pytest.approx(repeated.logit(at_one), abs=1e-3)
+    assert weighted.logit(at_one)[0] > weighted.logit(np.array([[0.0]]))[0] + 0.5  # 3:1 vs 1:1
 
 
 def test_per_user_and_global_selection():
