@@ -18,6 +18,16 @@ so the figures are printed after each doubling of replicas: they rise towards th
 
 Usage: ``.venv/bin/python benchmarks/speculation_ceiling.py --logs var/world --cutoff 2026-01-12
 --horizon 7d --budget-factor 3 --replicas 8``. Last line: one JSON object.
+
+``--compare DUMP`` (a ``speculation-eval --dump-candidates`` folder of the same world, cutoff,
+horizon and budget, per-user allocation) also says where the run falls short of the ceiling
+(``gap``): each known user keeps the run's ``budget_per_user`` best candidates by the run's score
+(ties: smaller item id, as the replay) and the ceiling's ``per_user_seen_items`` pairs; the rows
+each keeps and the other does not are split by the user's activity decile (the run's
+``user_act``, decile 9 the most active) and by pair kind (``repeat``: a candidate the user was
+scored on in the history; ``new``: any other pair), with the rows on pairs only the ceiling keeps
+(``ceiling_only``; ``ceiling_only_outside_pools``: of those, on pairs the run never proposed,
+which no scorer could pick) and only the run keeps (``run_only``).
 """
 
 from __future__ import annotations
@@ -86,6 +96,100 @@ def simulator_at(logs: str, cutoff) -> tuple[Simulator, int]:
 VARIANTS = ("per_user", "global", "per_user_seen_items", "global_seen_items")
 
 
+def _future(sim: Simulator, replica: int, first_day: int, days: int, end):
+    """Yield the log table of each hour before ``end`` of one independent future of ``sim``
+    (``days`` days from ``first_day``, the replica's own seed)."""
+    future = copy.deepcopy(sim)
+    future.cfg = sim.cfg.model_copy(update={"seed": 1_000_003 + replica})
+    for day in range(first_day, first_day + days):
+        for hour, table in future.day(day):
+            if hour >= end:
+                return
+            yield table
+
+
+def run_selection(candidates, budget: int):
+    """The run's per-user selection of a dump's ``candidates`` (``user_id``, ``item_id``,
+    ``score``): each user's ``budget`` best by score, ties to the smaller item id. What a run
+    keeps when every candidate is scored (the learned or the heuristic ranking, no
+    ``--max-per-user``); a single-source ranking's dump holds its own pairs only."""
+    ranked = candidates.sort_values(["user_id", "score", "item_id"],
+                                    ascending=[True, False, True], kind="stable")
+    return ranked[ranked.groupby("user_id").cumcount() < budget]
+
+
+def activity_deciles(activity, user_pos: dict, n_users: int) -> np.ndarray:
+    """(U,) int: each user's decile by ``activity`` (a Series by user id; 9 the most active,
+    equal counts up to one), -1 for users it does not hold (no candidates)."""
+    decile = np.full(n_users, -1, np.int64)
+    order = activity.rank(method="first").to_numpy().astype(np.int64)  # 1..n
+    decile[activity.index.map(user_pos).to_numpy()] = (order - 1) * 10 // max(len(order), 1)
+    return decile
+
+
+def gap(expected, actual, unseen, run, proposed, repeat, decile, budget: int) -> dict:
+    """Where a run's per-user selection falls short of the ceiling's (``per_user_seen_items``).
+
+    ``expected``, ``actual``: (U, I) float rows; ``unseen``: (I,) bool; ``run``, ``proposed``,
+    ``repeat``: (U, I) bool (the run's kept pairs, its candidates, pairs of the history);
+    ``decile``: (U,) int activity decile, -1 for users without candidates. Shares are of all
+    future rows of the U users."""
+    seen_expected = np.where(unseen[None, :], -1.0, expected)
+    top = np.argpartition(-seen_expected, budget - 1, axis=1)[:, :budget]
+    ceiling = np.zeros(expected.shape, bool)
+    np.put_along_axis(ceiling, top, ~unseen[top], axis=1)  # a user short of seen items
+    total = float(actual.sum())
+    only_ceiling = actual * (ceiling & ~run)
+    only_run = actual * (run & ~ceiling)
+    net = only_ceiling - only_run
+
+    def share(values) -> float:
+        return round(float(values.sum()) / total, 4)
+
+    by_decile = [{"decile": d, "rows": share(actual[decile == d]),
+                  "new": share(net[decile == d][~repeat[decile == d]]),
+                  "repeat": share(net[decile == d][repeat[decile == d]])} for d in range(10)]
+    return {
+        "ceiling": share(actual * ceiling), "run": share(actual * run),
+        "shortfall": share(net), "new": share(net[~repeat]), "repeat": share(net[repeat]),
+        "ceiling_only": share(only_ceiling),
+        "ceiling_only_outside_pools": share(only_ceiling[~proposed]),
+        "run_only": share(only_run),
+        "users_without_candidates_rows": share(actual[decile < 0]),
+        "by_decile": by_decile,
+    }
+
+
+def compare(dump: str, user_pos: dict, item_pos: dict, shape: tuple[int, int], budget: int):
+    """(run, proposed, repeat, decile) of a per-user run's dump on the benchmark's (U, I) grid
+    (``shape``); refuses a dump of another budget, allocation or world."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    budgets = json.loads((Path(dump) / "budget.json").read_text())
+    if budgets.get("global_budget") is not None or budgets["budget_per_user"] != budget:
+        raise SystemExit(f"--compare needs a per-user run's dump with budget {budget} (same "
+                         f"world and --budget-factor); {dump} has {budgets}")
+    columns = ["user_id", "item_id", "score", "pair_n", "user_act"]
+    candidates = pd.read_parquet(Path(dump) / "candidates", columns=columns)
+    candidates = candidates[candidates["user_id"].isin(user_pos)]
+    if not candidates["item_id"].isin(item_pos).all():
+        raise SystemExit(f"{dump} holds items this world does not: a dump of another world?")
+    grids = {name: np.zeros(shape, bool) for name in ("run", "proposed", "repeat")}
+
+    def cells(frame):
+        return frame["user_id"].map(user_pos).to_numpy(), frame["item_id"].map(item_pos).to_numpy()
+
+    grids["proposed"][cells(candidates)] = True
+    grids["repeat"][cells(candidates)] = candidates["pair_n"].to_numpy() > 0
+    grids["run"][cells(run_selection(candidates, budget))] = True
+    decile = activity_deciles(candidates.groupby("user_id")["user_act"].first(), user_pos,
+                              shape[0])
+    return grids["run"], grids["proposed"], grids["repeat"], decile
+
+
 def _figures(expected, actual, unseen, budget: int, cap: int) -> dict[str, float]:
     """The four ceilings (see :data:`VARIANTS`): per-user or global allocation, choosing among
     every item or only among items seen before the cutoff (``unseen`` (I,) bool: items a
@@ -108,6 +212,8 @@ def main() -> None:
     parser.add_argument("--lookback", default="28d")
     parser.add_argument("--budget-factor", type=float, default=3.0)
     parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--compare", metavar="DUMP",
+                        help="a speculation-eval --dump-candidates folder: where it falls short")
     parser.add_argument("--max-per-user-factor", type=int, default=4,
                         help="the global allocation's cap per user, in budgets (as the CLI's)")
     args = parser.parse_args()
@@ -115,7 +221,6 @@ def main() -> None:
     cutoff, horizon = parse_timestamp(args.cutoff), parse_duration(args.horizon)
     lookback = parse_duration(args.lookback)
     sim, first_day = simulator_at(args.logs, cutoff)
-    cfg = sim.cfg
     days = int(np.ceil(horizon.total_seconds() / 86400))
     past_users, past_items = _rows(args.logs, cutoff - lookback, cutoff)
     known = np.unique(past_users)
@@ -139,16 +244,13 @@ def main() -> None:
     known_set = set(user_pos)
     unseen = ~np.isin(sim.items.item_id, past_items)  # launched after the cutoff (or silent)
     figures = {name: {} for name in VARIANTS}
+    grids = (compare(args.compare, user_pos, item_pos, actual.shape, budget)
+             if args.compare else None)
     for replica in range(args.replicas):
-        future = copy.deepcopy(sim)
-        future.cfg = cfg.model_copy(update={"seed": 1_000_003 + replica})
-        for day in range(first_day, first_day + days):
-            for hour, table in future.day(day):
-                if hour >= cutoff + horizon:
-                    break
-                u, i = table.column("user_id").to_numpy(), table.column("item_id").to_numpy()
-                keep = np.fromiter((int(x) in known_set for x in u), bool, len(u))
-                _count(expected, u[keep], i[keep], user_row, item_col)
+        for table in _future(sim, replica, first_day, days, cutoff + horizon):
+            u, i = table.column("user_id").to_numpy(), table.column("item_id").to_numpy()
+            keep = np.fromiter((int(x) in known_set for x in u), bool, len(u))
+            _count(expected, u[keep], i[keep], user_row, item_col)
         done = replica + 1
         if done & (done - 1) == 0 or done == args.replicas:
             for name, value in _figures(expected, actual, unseen, budget,
@@ -156,13 +258,18 @@ def main() -> None:
                 figures[name][done] = round(value, 4)
             print(f"replicas {done}: " + ", ".join(
                 f"{name} {figures[name][done]}" for name in VARIANTS), flush=True)
+    extra = {}
+    if grids is not None:
+        extra["gap"] = gap(expected / args.replicas, actual, unseen, *grids, budget)
+        print("gap: " + json.dumps(extra["gap"]), flush=True)
     print(json.dumps({
         "benchmark": "speculation_ceiling", "logs": args.logs, "cutoff": cutoff.isoformat(),
         "horizon_s": horizon.total_seconds(), "budget_per_user": budget,
         "mean_future_pairs_per_user": round(float(pairs[pairs > 0].mean()), 1),
         "known_users": int(known.size), "future_rows_known": int(actual.sum()),
         "unseen_item_rows": round(float(actual[:, unseen].sum() / actual.sum()), 4),
-        "ceiling_coverage_by_replicas": figures, "seconds": round(time.perf_counter() - started, 1),
+        "ceiling_coverage_by_replicas": figures,
+        "seconds": round(time.perf_counter() - started, 1), **extra,
     }))
 
 

@@ -76,13 +76,14 @@ def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
 def retrieval_recall(spark, layout: DataLayout, interval: Interval, k: int) -> dict:
     """IVF recall on the large run's retrieval vectors as the speculate job loads them
     (:func:`load_mined`; all items, IVF forced, where the job searches exactly below
-    ``exact_threshold``): :func:`candidates.faiss_vectors`, the choice model's logit vectors the
-    faiss source searches, and the raw ALS factors, which it searches without choice vectors."""
+    ``exact_threshold``): :func:`candidates.faiss_vectors`, the vectors the faiss source
+    searches (the choice model's logit at the items' current rate), and the raw ALS factors,
+    which it searches without choice vectors."""
     mined = load_mined(spark, layout, interval)
     if faiss_feature(mined) != "choice":
         raise SystemExit(f"the retrieval of {interval.key} wrote no choice vectors with a bias")
     users, items = faiss_vectors(mined)
-    return {"choice_logit": _recall(items, users, k),
+    return {"choice_searched": _recall(items, users, k),
             "als": _recall(mined.item_factors, mined.user_factors, k)}
 
 

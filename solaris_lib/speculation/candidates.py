@@ -183,19 +183,40 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
 def faiss_feature(mined: Mined) -> str:
     """The feature whose inner product the faiss source searches: ``choice``, the choice model's
     logit ``x_u . y_j + b_j`` (:func:`choice.logit_vectors`: the items the model expects the user
-    to be scored on most, docs/speculation.md), when ``mined`` has choice vectors with their
-    bias; else ``als`` (choice vectors written before the bias: ``x_u . y_j`` alone ranks
-    poorly)."""
+    to be scored on most, docs/speculation.md) at the item's current rate (plus ``item_trend``,
+    :func:`faiss_vectors`), when ``mined`` has choice vectors with their bias; else ``als``
+    (choice vectors written before the bias: ``x_u . y_j`` alone ranks poorly)."""
     items = mined.choice_items
     has_bias = mined.choice_users is not None and items is not None and "bias" in items.columns
     return "choice" if has_bias else "als"
 
 
 def faiss_vectors(mined: Mined) -> tuple:
-    """(user vectors, item vectors) of :func:`faiss_feature` (None when absent)."""
-    if faiss_feature(mined) == "choice":
-        return logit_vectors(mined.choice_users, mined.choice_items)
-    return mined.user_factors, mined.item_factors
+    """(user vectors, item vectors) of :func:`faiss_feature` (None when absent).
+
+    For ``choice`` the inner product is ``x_u . y_j + b_j + log(trend_j)``: the bias averages
+    the window's rows (with the choice model's half-life), the trend (``item_stats.trend``, the
+    last ``trend_window``'s rate over the window's; the scorer's ``item_trend``) moves an item
+    whose delivery ramps up, or winds down, to its current rate. Items without statistics get
+    no shift."""
+    from pyspark.sql import functions as F
+
+    if faiss_feature(mined) != "choice":
+        return mined.user_factors, mined.item_factors
+    users, items = logit_vectors(mined.choice_users, mined.choice_items)
+    trend = mined.item_stats.select("item_id", F.log("trend").alias("shift"))
+    last = F.element_at("factor", -1) + F.coalesce(F.col("shift"), F.lit(0.0))
+    shifted = F.concat(F.slice("factor", 1, F.size("factor") - 1), F.array(last.cast("float")))
+    return users, items.join(trend, "item_id", "left").select("item_id",
+                                                             shifted.alias("factor"))
+
+
+def faiss_score(feature: str):
+    """Column of the inner product the faiss source searched (:func:`faiss_vectors`), from the
+    scorer's features (:data:`scorer.FEATURES`): ``choice + item_trend``, or ``als``."""
+    from pyspark.sql import functions as F
+
+    return F.col(feature) + F.col("item_trend") if feature == "choice" else F.col(feature)
 
 
 def faiss_candidates(spark, mined: Mined, live, config: SpeculateConfig, seen=None):

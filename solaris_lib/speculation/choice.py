@@ -16,7 +16,8 @@ affinity than ALS's (docs/speculation.md, "The choice model").
 
 Outputs ``(user_id long, factor array<float>)`` (the ALS factors' schema) and ``(item_id long,
 factor array<float>, bias float)``; the scorer uses the logit ``x_u . y_j + b_j`` (feature
-``choice``, :func:`logit_vectors`; the faiss source searches it too) and the user's 6-hour query
+``choice``, :func:`logit_vectors`; the faiss source searches it at the item's current rate,
+:func:`candidates.faiss_vectors`) and the user's 6-hour query
 in the space of the ``y_j`` (``choice_sim_short``, :mod:`recent`).
 
 Cost: each step multiplies users x items x dim twice (1,500 users x 5,500 items x 16 x 300

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solaris_lib.speculation import scorer
-from solaris_lib.speculation.candidates import has_source
+from solaris_lib.speculation.candidates import faiss_score, has_source
 from solaris_lib.speculation.config import SpeculateConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class Budget:
 def ranking_scores(features, faiss_by: str):
     """``features`` plus ``score_<ranking>`` for every single-source ranking and the heuristic
     (null where the ranking does not hold the pair); the faiss ranking orders by the feature
-    ``faiss_by`` (:func:`candidates.faiss_feature`). Needs
+    ``faiss_by`` (:func:`candidates.faiss_feature`) as the pools were searched
+    (:func:`candidates.faiss_score`). Needs
     :data:`scorer.FEATURES`, ``heuristic``, ``source_flags`` and ``popular_score``."""
     from pyspark.sql import functions as F
 
@@ -76,7 +77,7 @@ def ranking_scores(features, faiss_by: str):
         "heuristic": F.col("heuristic"),
         "repeat": F.when(own, F.col("pair_decayed")),
         "popular": F.when(tagged("popular"), requests * F.col("popular_score")),
-        "faiss": F.when(tagged("faiss") | own, F.col(faiss_by)),
+        "faiss": F.when(tagged("faiss") | own, faiss_score(faiss_by)),
         "item_faiss": F.when(tagged("item_faiss") | own, F.col("recent_sim")),
         "cooccurrence": F.when(tagged("cooccurrence"), F.col("cooc")),
     }

@@ -200,12 +200,16 @@ def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
         "item_id long, factor array<float>, bias float")
     logit_y = {i: np.append(v, bias[i]) for i, v in choice_y.items()}
     logit_x = {u: np.append(v, 1.0) for u, v in choice_x.items()}
+    # the pools are searched at each item's current rate: the logit plus log(trend)
+    trend = {r.item_id: float(np.log(r.trend)) for r in mined.item_stats.collect()}
+    assert len(set(np.round(list(trend.values()), 6))) > 1  # the shift reorders the items
+    searched_y = {i: np.append(v, bias[i] + trend.get(i, 0.0)) for i, v in choice_y.items()}
     tables = (mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
               mined.cooccurrence, als_users, als_items)
     # choice vectors written before the bias column rank poorly alone: the ALS factors are used
     assert faiss_feature(Mined(*tables, choice_users, choice_items.drop("bias"))) == "als"
     for vectors, x, y, feature in ((Mined(*tables, choice_users, choice_items), logit_x,
-                                    logit_y, "choice"),
+                                    searched_y, "choice"),
                                    (Mined(*tables), als_x, als_y, "als")):
         assert faiss_feature(vectors) == feature
         found, _, _ = faiss_candidates(spark, vectors, live_items(vectors, config), config)
@@ -218,8 +222,9 @@ def test_faiss_searches_the_choice_vectors_and_als_without_them(spark, mined):
             got = sorted((r for r in found if r.user_id == user), key=lambda r: -r.v)
             assert [r.item_id for r in got] == top
             assert all(abs(r.v - scores[r.item_id]) < 1e-4 for r in got)
-        # through the job's code: the choice feature is the logit, and the faiss ranking orders
-        # the FAISS pools and the user's own (repeat) pairs by the searched inner product
+        # through the job's code: the choice feature is the logit (without the trend), and the
+        # faiss ranking orders the FAISS pools and the user's own (repeat) pairs by the searched
+        # inner product
         result = speculate_frames(spark, vectors, wired)
         rows = result.features.select("user_id", "item_id", "sources", "choice",
                                       "score_faiss").collect()
