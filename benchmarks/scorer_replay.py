@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from solaris_lib.speculation.scorer import fit_rows as scorer_fit_rows
+from solaris_lib.speculation.selection import Budget, select
 
 log = logging.getLogger("scorer_replay")
 
@@ -74,14 +75,13 @@ def coverage(candidates: pd.DataFrame, score: np.ndarray, budgets: dict, cap: in
     """Coverage of the future rows by the per-user and the global selection of ``score`` (one
     user at most ``cap`` x the budget in the global one)."""
     budget = budgets["budget_per_user"]
-    ranked = candidates[["user_id", "item_id", "rows"]].assign(score=score).sort_values(
-        ["user_id", "score", "item_id"], ascending=[True, False, True], kind="stable")
-    rank = ranked.groupby("user_id").cumcount()
-    per_user = ranked[rank < budget]["rows"].sum()
-    total = budgets.get("global_budget") or budget * ranked["user_id"].nunique()
-    capped = ranked[rank < cap * budget].sort_values(
-        ["score", "user_id", "item_id"], ascending=[False, True, True], kind="stable")
-    global_ = capped.head(total)["rows"].sum()
+    user = candidates["user_id"].to_numpy(np.int64)
+    item = candidates["item_id"].to_numpy(np.int64)
+    rows = candidates["rows"].to_numpy(np.float64)
+    score = np.asarray(score, np.float64)
+    per_user = rows[select(user, item, score, Budget(budget))].sum()
+    total = budgets.get("global_budget") or budget * len(np.unique(user))
+    global_ = rows[select(user, item, score, Budget(cap * budget, total))].sum()
     denominator = budgets["denominator"]
     return {"per_user": round(per_user / denominator, 4), "global": round(global_ / denominator, 4)}
 

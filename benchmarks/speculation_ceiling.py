@@ -60,10 +60,21 @@ def _count(matrix, users, items, user_row, item_col) -> None:
     np.add.at(matrix, (user_row(users), item_col(items)), 1.0)
 
 
+def per_user_top(expected: np.ndarray, budget: int) -> np.ndarray:
+    """(U, budget) column indices of each user's pairs with the most expected rows."""
+    return np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
+
+
 def per_user_choice(expected: np.ndarray, actual: np.ndarray, budget: int) -> float:
     """Actual rows of each user's ``budget`` pairs with the most expected rows.  (U, I) -> rows."""
-    top = np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
-    return float(np.take_along_axis(actual, top, 1).sum())
+    return float(np.take_along_axis(actual, per_user_top(expected, budget), 1).sum())
+
+
+def seen_only(expected: np.ndarray, actual: np.ndarray, unseen: np.ndarray):
+    """(expected, actual) for a choice among seen items only: an unseen item ((I,) bool) can
+    still be picked when a user has too few seen ones, and then covers 0."""
+    return (np.where(unseen[None, :], -1.0, expected).astype(np.float32),
+            np.where(unseen[None, :], 0.0, actual).astype(np.float32))
 
 
 def global_choice(expected: np.ndarray, actual: np.ndarray, budget: int, cap: int) -> float:
@@ -110,12 +121,14 @@ def _future(sim: Simulator, replica: int, first_day: int, days: int, end):
 
 def run_selection(candidates, budget: int):
     """The run's per-user selection of a dump's ``candidates`` (``user_id``, ``item_id``,
-    ``score``): each user's ``budget`` best by score, ties to the smaller item id. What a run
-    keeps when every candidate is scored (the learned or the heuristic ranking, no
-    ``--max-per-user``); a single-source ranking's dump holds its own pairs only."""
-    ranked = candidates.sort_values(["user_id", "score", "item_id"],
-                                    ascending=[True, False, True], kind="stable")
-    return ranked[ranked.groupby("user_id").cumcount() < budget]
+    ``score``) by the product's rule (:func:`selection.select`): what a run keeps when every
+    candidate is scored (the learned or the heuristic ranking, no ``--max-per-user``); a
+    single-source ranking's dump holds its own pairs only."""
+    from solaris_lib.speculation.selection import Budget, select
+
+    return candidates[select(candidates["user_id"].to_numpy(np.int64),
+                             candidates["item_id"].to_numpy(np.int64),
+                             candidates["score"].to_numpy(np.float64), Budget(budget))]
 
 
 def activity_deciles(activity, user_pos: dict, n_users: int) -> np.ndarray:
@@ -134,8 +147,7 @@ def gap(expected, actual, unseen, run, proposed, repeat, decile, budget: int) ->
     ``repeat``: (U, I) bool (the run's kept pairs, its candidates, pairs of the history);
     ``decile``: (U,) int activity decile, -1 for users without candidates. Shares are of all
     future rows of the U users."""
-    seen_expected = np.where(unseen[None, :], -1.0, expected)
-    top = np.argpartition(-seen_expected, budget - 1, axis=1)[:, :budget]
+    top = per_user_top(seen_only(expected, actual, unseen)[0], budget)
     ceiling = np.zeros(expected.shape, bool)
     np.put_along_axis(ceiling, top, ~unseen[top], axis=1)  # a user short of seen items
     total = float(actual.sum())
@@ -194,9 +206,7 @@ def _figures(expected, actual, unseen, budget: int, cap: int) -> dict[str, float
     """The four ceilings (see :data:`VARIANTS`): per-user or global allocation, choosing among
     every item or only among items seen before the cutoff (``unseen`` (I,) bool: items a
     log-based predictor cannot name, e.g. launched during the horizon)."""
-    # an unseen item can still be picked when a user has too few seen ones: it then covers 0
-    seen_expected = np.where(unseen[None, :], -1.0, expected).astype(np.float32)
-    seen_actual = np.where(unseen[None, :], 0.0, actual).astype(np.float32)
+    seen_expected, seen_actual = seen_only(expected, actual, unseen)
     total = float(actual.sum())
     return {"per_user": per_user_choice(expected, actual, budget) / total,
             "global": global_choice(expected, actual, budget, cap) / total,

@@ -191,24 +191,30 @@ def faiss_feature(mined: Mined) -> str:
     return "choice" if has_bias else "als"
 
 
+def log_trend():
+    """Column: the log of ``item_stats.trend`` (the last ``trend_window``'s rate over the
+    window's), 0 for items without statistics: the scorer's ``item_trend`` and the shift of the
+    faiss source's item vectors (:func:`faiss_vectors`)."""
+    from pyspark.sql import functions as F
+
+    return F.log(F.coalesce(F.col("trend"), F.lit(1.0)))
+
+
 def faiss_vectors(mined: Mined) -> tuple:
     """(user vectors, item vectors) of :func:`faiss_feature` (None when absent).
 
-    For ``choice`` the inner product is ``x_u . y_j + b_j + log(trend_j)``: the bias averages
-    the window's rows (with the choice model's half-life), the trend (``item_stats.trend``, the
-    last ``trend_window``'s rate over the window's; the scorer's ``item_trend``) moves an item
-    whose delivery ramps up, or winds down, to its current rate. Items without statistics get
-    no shift."""
+    For ``choice`` the inner product is ``x_u . y_j + b_j + item_trend`` (:func:`log_trend`):
+    the bias averages the window's rows (with the choice model's half-life), the trend moves an
+    item whose delivery ramps up, or winds down, to its current rate."""
     from pyspark.sql import functions as F
 
     if faiss_feature(mined) != "choice":
         return mined.user_factors, mined.item_factors
     users, items = logit_vectors(mined.choice_users, mined.choice_items)
-    trend = mined.item_stats.select("item_id", F.log("trend").alias("shift"))
-    last = F.element_at("factor", -1) + F.coalesce(F.col("shift"), F.lit(0.0))
+    last = F.element_at("factor", -1) + log_trend()
     shifted = F.concat(F.slice("factor", 1, F.size("factor") - 1), F.array(last.cast("float")))
-    return users, items.join(trend, "item_id", "left").select("item_id",
-                                                             shifted.alias("factor"))
+    trend = mined.item_stats.select("item_id", "trend")
+    return users, items.join(trend, "item_id", "left").select("item_id", shifted.alias("factor"))
 
 
 def faiss_score(feature: str):

@@ -51,7 +51,7 @@ import numpy as np
 
 from solaris_lib.sparkutil import exact_sum
 from solaris_lib.speculation import logistic
-from solaris_lib.speculation.candidates import flags_of, sources_of
+from solaris_lib.speculation.candidates import flags_of, log_trend, sources_of
 from solaris_lib.speculation.factor_scores import PRODUCTS, with_factor_scores
 from solaris_lib.speculation.logistic import LinearScorer
 from solaris_lib.speculation.mined import Mined
@@ -107,7 +107,7 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
         "pair_recency": F.coalesce(F.exp(-(F.lit(t) - F.col("pl")) / 86400.0), F.lit(0.0)),
         "pair_clicks": F.log1p(F.coalesce(F.col("clicks"), F.lit(0))),
         "item_pop": F.log1p("idec"),
-        "item_trend": F.log(F.coalesce(F.col("trend"), F.lit(1.0))),
+        "item_trend": log_trend(),
         "item_recency": F.coalesce(F.exp(-(F.lit(t) - F.col("il")) / 21600.0), F.lit(0.0)),
         "item_age": F.log1p(F.coalesce((F.lit(t) - F.col("if")) / 3600.0, F.lit(0.0))),
         "user_act": F.log1p("ur"),
