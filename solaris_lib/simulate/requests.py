@@ -45,7 +45,7 @@ def build_pools(
     pools, affinities = [], []
     for chunk in np.array_split(users, max(1, users.size // 2048)):
         affinity = interest[chunk] @ vectors.T  # (c, L)
-        top = np.argpartition(-(affinity + bias), size - 1, axis=1)[:, :size]
+        top = _top_columns(affinity + bias, size)
         pools.append(live[top])
         affinities.append(np.take_along_axis(affinity, top, axis=1))
     return DayPools(
@@ -58,7 +58,14 @@ def build_pools(
 def _gumbel_top_k(logits: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """Column indices of k draws without replacement per row, proportional to softmax(logits)."""
     noisy = logits + rng.gumbel(size=logits.shape)
-    return np.argpartition(-noisy, k - 1, axis=1)[:, :k]
+    return _top_columns(noisy, k)
+
+
+def _top_columns(scores: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the column indices of the ``k`` largest scores, in column order. (R, C) ->
+    (R, k). ``argpartition`` alone returns them in an order numpy leaves unspecified (it
+    differs with the CPU's SIMD extensions), which would make the world depend on the machine."""
+    return np.sort(np.argpartition(-scores, k - 1, axis=1)[:, :k], axis=1)
 
 
 def _first_unique(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +156,7 @@ def rank_and_click(
     """
     p_click = 1.0 / (1.0 + np.exp(-logits))
     ranker = logits + rng.normal(0.0, 0.7, logits.shape)
-    order = np.argsort(-ranker, axis=1)
+    order = np.argsort(-ranker, axis=1, kind="stable")
     position = np.full(logits.shape, -1, np.int32)
     rows = np.arange(logits.shape[0])[:, None]
     shown = order[:, : cfg.shown_per_request]
