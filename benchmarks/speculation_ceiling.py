@@ -61,8 +61,10 @@ def _count(matrix, users, items, user_row, item_col) -> None:
 
 
 def per_user_top(expected: np.ndarray, budget: int) -> np.ndarray:
-    """(U, budget) column indices of each user's pairs with the most expected rows."""
-    return np.argpartition(-expected, budget - 1, axis=1)[:, :budget]
+    """(U, budget) column indices of each user's pairs with the most expected rows; ties (the
+    replicas' counts tie often) go to the lower column, the same on every CPU (argpartition
+    picks among ties by its SIMD kernel)."""
+    return np.argsort(-expected, axis=1, kind="stable")[:, :budget]
 
 
 def per_user_choice(expected: np.ndarray, actual: np.ndarray, budget: int) -> float:
@@ -81,10 +83,10 @@ def global_choice(expected: np.ndarray, actual: np.ndarray, budget: int, cap: in
     """Actual rows of the ``budget x users`` pairs with the most expected rows across users, one
     user keeping at most ``cap`` (``speculation-eval --allocation global``).  (U, I) -> rows."""
     cap = min(cap, expected.shape[1])
-    top = np.argpartition(-expected, cap - 1, axis=1)[:, :cap]
+    top = per_user_top(expected, cap)
     values = np.take_along_axis(expected, top, 1).ravel()
     total = min(budget * expected.shape[0], values.size)
-    chosen = np.argpartition(-values, total - 1)[:total]
+    chosen = np.argsort(-values, kind="stable")[:total]
     return float(np.take_along_axis(actual, top, 1).ravel()[chosen].sum())
 
 

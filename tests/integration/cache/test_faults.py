@@ -109,7 +109,9 @@ def test_server_killed_under_a_stream_of_lookups(private_redis):
     failed = [o for o in outcomes if o[0] is not None]
     assert failed and all(not any_hit for _, _, any_hit, _ in failed)
     assert {error for error, *_ in failed} <= {"connection", "timeout", "circuit_open"}
-    assert outcomes[0][1] and all(hit for _, hit, *_ in outcomes[recovered:])
+    # once the data is back, a lookup misses only with its error said (a stall may time out)
+    assert outcomes[0][1] and all(hit or error is not None
+                                  for error, hit, *_ in outcomes[recovered:])
 
 
 @pytest.mark.slow

@@ -60,8 +60,12 @@ def test_the_world_does_not_depend_on_numpys_simd_extensions(tmp_path):
     code = ("from solaris_lib.simulate.config import WorldConfig\n"
             "from solaris_lib.simulate.world import Simulator\n"
             f"Simulator(WorldConfig(users=150, items=250, days=2, seed=5)).run({str(tmp_path / 'off')!r})")
-    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(found)}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    env = {key: value for key, value in os.environ.items() if key != "NPY_ENABLE_CPU_FEATURES"}
+    env["NPY_DISABLE_CPU_FEATURES"] = " ".join(
+        [*os.environ.get("NPY_DISABLE_CPU_FEATURES", "").split(), *found])
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True)
+    assert child.returncode == 0, child.stderr
     assert _draws(tmp_path / "off")[0] == _draws(tmp_path / "on")[0]
 
 
