@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import redis
 
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import Backoff, CircuitBreaker, SolarisClient
@@ -42,6 +43,12 @@ def test_a_published_version_survives_kill_9_and_a_restart(spark, settings_for):
         with SolarisClient.from_url(server.url, key_prefix=settings.redis_key_prefix,
                                     timeout_ms=TEST_TIMEOUT_MS, breaker=breaker) as running:
             assert running.version == report.version and all_hit(running, pairs)
+            # kill -9 loses no write the server made to its AOF (the file is in the kernel's
+            # page cache; fsync matters only to a machine crash), but with everysec a slow
+            # fsync lets the server hold its buffer for up to 2 s after replying: wait for it
+            admin = redis.Redis.from_url(server.url)
+            wait_for(lambda: admin.info("persistence").get("aof_buffer_length", 0) == 0)
+            admin.close()
             server.stop(hard=True)  # kill -9: no shutdown, no final fsync
             assert running.lookup(0, [1]).error is not None
             server.start()  # same port and folder: the AOF is replayed
