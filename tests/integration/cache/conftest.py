@@ -4,9 +4,6 @@ from the spec with redis-py (independently of the publisher), private servers an
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -15,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from solaris_lib.config import load_settings
-from solaris_lib.devtools.redis_server import RedisServer, free_port
+from solaris_lib.devtools.redis_cluster import RedisClusterServers
+from solaris_lib.devtools.redis_server import RedisServer
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, DataLayout
 from solaris_lib.storage import atomic_folder
@@ -83,51 +81,9 @@ def private_redis():
 
 @pytest.fixture(scope="module")
 def redis_cluster():
-    """A real 3-master Redis Cluster on loopback ports; yields its redis+cluster:// URL."""
+    """A real 3-master Redis Cluster on loopback ports (no replicas; every master must be up
+    for the cluster to answer, Redis' default); yields (its redis+cluster:// URL, servers)."""
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is needed to create a cluster")
-    ports = _cluster_ports(3)
-    servers = [RedisServer(port=port, args=(*PRIVATE_LIMITS, "--cluster-enabled", "yes",
-                                            "--cluster-config-file", f"nodes-{port}.conf",
-                                            "--cluster-node-timeout", "2000")).start()
-               for port in ports]
-    try:
-        subprocess.run(["redis-cli", "--cluster", "create",
-                        *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0",
-                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
-        _wait_cluster_ok(ports)
-        yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports), servers
-    finally:
-        for server in servers:
-            server.__exit__(None, None, None)
-
-
-def _cluster_ports(count: int) -> list[int]:
-    """Free ports whose cluster bus port (port + 10000) is free and valid too."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        if port < 55000 and port not in ports and _is_free(port + 10000):
-            ports.append(port)
-    return ports
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _wait_cluster_ok(ports: list[int], timeout_s: float = 30.0) -> None:
-    import redis
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = [redis.Redis(port=p).cluster("info").get("cluster_state") for p in ports]
-        if all(state == "ok" for state in states):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"cluster did not reach state ok: {states}")
+    with RedisClusterServers(masters=3, replicas=0, require_full_coverage=True) as cluster:
+        yield cluster.url, cluster.servers
