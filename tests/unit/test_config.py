@@ -51,3 +51,20 @@ def test_the_local_airflow_pool_takes_its_slots_from_the_settings(monkeypatch, t
     monkeypatch.setenv("SOLARIS_AIRFLOW_SPARK_SLOTS", "0")
     with pytest.raises(ConfigError, match="airflow_spark_slots"):
         from_settings()
+
+
+def test_every_setting_is_documented_with_its_default():
+    """docs/configuration.md's table names every ``SOLARIS_*`` setting, each with its default
+    where the default is a plain value (a new setting without a row fails here)."""
+    import re
+    from pathlib import Path
+
+    from solaris_lib.config import SolarisSettings
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    rows = dict(re.findall(r"^\| `(SOLARIS_[A-Z0-9_]+)` \| ([^|]*) \|", table, re.MULTILINE))
+    for name, field in SolarisSettings.model_fields.items():
+        variable = f"SOLARIS_{name.upper()}"
+        assert variable in rows, f"{variable} has no row in docs/configuration.md"
+        if isinstance(field.default, int | float | str) and "," not in str(field.default):
+            assert f"`{field.default}`" in rows[variable], (variable, field.default, rows[variable])
