@@ -28,10 +28,10 @@ from datetime import timedelta
 
 import numpy as np
 
+from solaris_lib.evaluation import metrics
 from solaris_lib.evaluation.bootstrap import gap_share, logloss_difference
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.reader import read_window
-from solaris_lib.model import metrics
 from solaris_lib.model.config import FoundationConfig
 from solaris_lib.model.examples import Examples, build_examples
 from solaris_lib.model.recency import recency_baseline

@@ -1,6 +1,6 @@
 """The publisher's hierarchical fallback level (``docs/cache-format.md``).
 
-Inputs, next to an interval's exact embeddings (written by ``solaris_lib.fallback.inference``):
+Inputs, next to an interval's exact embeddings (written by ``solaris_lib.model.fallback``):
 
 * ``embeddings/cluster/interval=KEY``: ``user_id`` int64, ``cluster_id`` int32,
   ``model_version`` string, ``embedding`` binary (``dim`` little-endian fp16): read by Spark

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from solaris_lib.model.metrics import roc_auc
+from solaris_lib.evaluation.metrics import roc_auc
 
 RESAMPLES = 200
 LEVEL = 0.95

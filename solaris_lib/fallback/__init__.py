@@ -7,8 +7,9 @@ the cache publisher stores them, the client serves them and the transfer report 
   :func:`resolve_levels`, the one rule that picks a row's level (the client's and the report's).
 * :mod:`~solaris_lib.fallback.clusters` - :class:`ItemClusters` (item -> cluster) built by
   k-means over the ALS item factors plus popularity buckets.
-* :mod:`~solaris_lib.fallback.inference` - the interval's cluster, item -> cluster and
-  item-prior tables, by the batch-inference UDF (Spark; imported on its own).
+* The interval's cluster, item -> cluster and item-prior tables are written by the infer stage
+  (:mod:`solaris_lib.model.fallback`, Spark), outside this package: the lookup client imports
+  this package, and nothing here reaches Spark, the model or speculation.
 
 Imports no torch, pyspark or faiss at package level.
 """

@@ -7,7 +7,7 @@ Reads ``speculated/interval=KEY`` and ``mined/user_history/interval=KEY`` under
 ``SOLARIS_DATA_ROOT`` and writes ``embeddings/interval=KEY`` (user_id, item_id, model_version,
 embedding fp16) atomically, then (unless ``SOLARIS_FALLBACK_CLUSTERS=0``) the hierarchical
 fallback's ``embeddings/cluster``, ``embeddings/item_clusters`` and ``embeddings/item_prior``
-partitions (``solaris_lib.fallback.inference``). Prints the report as one JSON line; exit code 0
+partitions (``solaris_lib.model.fallback``). Prints the report as one JSON line; exit code 0
 on success, 2 when an input partition or the model is missing, 5 when the model's outputs are
 not finite.
 """
@@ -19,7 +19,7 @@ from solaris_lib.orchestration.jobrunner import Job, run_job
 
 
 def _run(spark, settings, request):
-    from solaris_lib.fallback.inference import embed_fallback_level
+    from solaris_lib.model.fallback import embed_fallback_level
     from solaris_lib.model.inference import run_inference
 
     report = run_inference(spark, settings, request)

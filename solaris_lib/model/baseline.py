@@ -99,7 +99,7 @@ def _epoch(model, opt, users, items, labels, seed, batch, l2) -> None:
 
 
 def _loss(model, users, items, labels) -> float:
-    from solaris_lib.model.metrics import log_loss_from_logits
+    from solaris_lib.evaluation.metrics import log_loss_from_logits
 
     return log_loss_from_logits(labels, predict_baseline(model.eval(), users, items))
 

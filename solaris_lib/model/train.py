@@ -18,9 +18,10 @@ import numpy as np
 
 from solaris_lib.config import SolarisSettings
 from solaris_lib.errors import ConfigError, EmptyInputError
+from solaris_lib.evaluation import metrics
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout
-from solaris_lib.model import artefact, metrics
+from solaris_lib.model import artefact
 from solaris_lib.model.config import FoundationConfig
 from solaris_lib.model.contract import SHIPPED_FACTORIES
 from solaris_lib.model.examples import Examples, build_examples

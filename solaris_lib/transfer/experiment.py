@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from solaris_lib.errors import ConfigError, EmptyInputError
+from solaris_lib.evaluation import metrics
 from solaris_lib.evaluation.bootstrap import (
     bootstrap,
     gap_share,
@@ -31,7 +32,6 @@ from solaris_lib.evaluation.bootstrap import (
 from solaris_lib.fallback import Level
 from solaris_lib.intervals import Interval
 from solaris_lib.logs.schema import timestamps_us
-from solaris_lib.model import metrics
 from solaris_lib.transfer.config import LEVELS, VARIANTS, TransferConfig
 from solaris_lib.transfer.features import RankerRows, coverage_by_level, interval_rows
 from solaris_lib.transfer.ratio import transfer_ratios

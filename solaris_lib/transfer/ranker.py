@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solaris_lib.evaluation import metrics
 from solaris_lib.fallback import Level
-from solaris_lib.model import metrics
 from solaris_lib.transfer.config import RankerConfig
 from solaris_lib.transfer.features import RankerRows
 

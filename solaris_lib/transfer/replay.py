@@ -10,7 +10,7 @@ logs, as the precompute DAG runs them:
 2. ``speculate`` (:func:`~solaris_lib.speculation.pipeline.run_speculate`): the scorer trained
    on the previous interval (candidates as of ``s - L``, labels from ``[s - L, s)``);
 3. ``infer``: :func:`~solaris_lib.model.inference.run_inference` with the experiment's FM
-   written as a model version, then :func:`~solaris_lib.fallback.inference.embed_fallback_level`
+   written as a model version, then :func:`~solaris_lib.model.fallback.embed_fallback_level`
    (the cluster, item -> cluster and item-prior tables), as ``jobs/infer_embeddings.py`` does.
 
 ``retrieval`` (:func:`~solaris_lib.speculation.pipeline.run_retrieval`) runs once, for the
@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 from solaris_lib.cache.pairs import fixed_width_values
 from solaris_lib.config import load_settings
 from solaris_lib.fallback import ItemClusters, Level, resolve_levels
-from solaris_lib.fallback.inference import embed_fallback_level
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import (
     CLUSTER_EMBEDDINGS,
@@ -48,6 +47,7 @@ from solaris_lib.layout import (
     join,
 )
 from solaris_lib.model import artefact
+from solaris_lib.model.fallback import embed_fallback_level
 from solaris_lib.model.inference import InferRequest, run_inference
 from solaris_lib.model.train import MODEL_NAME
 from solaris_lib.sparkutil import collect_garbage

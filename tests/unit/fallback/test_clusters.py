@@ -11,7 +11,7 @@ from solaris_lib.fallback.clusters import (  # noqa: E402
     kmeans_clusters,
     popularity_clusters,
 )
-from solaris_lib.fallback.inference import PRIOR_ITEMS_PER_ROW, prior_users  # noqa: E402
+from solaris_lib.model.fallback import PRIOR_ITEMS_PER_ROW, prior_users  # noqa: E402
 
 
 def _blobs(seed=0, per=20):

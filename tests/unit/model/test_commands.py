@@ -41,7 +41,7 @@ def test_infer_arguments_become_a_request():
 
 def test_importing_the_stage_does_not_import_torch():
     code = ("import sys, solaris_lib.cli, solaris_lib.model, solaris_lib.model.examples, "
-            "solaris_lib.model.metrics, solaris_lib.model.artefact; "
+            "solaris_lib.evaluation.metrics, solaris_lib.model.artefact; "
             "solaris_lib.cli.build_parser(); "
             "assert 'torch' not in sys.modules and 'pyspark' not in sys.modules, 'heavy import'")
     subprocess.run([sys.executable, "-c", code], check=True)

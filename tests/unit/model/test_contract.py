@@ -294,7 +294,7 @@ def _planted_log(seed: int = 0) -> pa.Table:
 
 
 def test_the_two_tower_model_trains_with_the_shared_train_loop():
-    from solaris_lib.model import metrics
+    from solaris_lib.evaluation import metrics
     from solaris_lib.model.train import predict
 
     torch.set_num_threads(1)

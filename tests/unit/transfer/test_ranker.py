@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from solaris_lib.evaluation import metrics  # noqa: E402
 from solaris_lib.fallback import Level  # noqa: E402
-from solaris_lib.model import metrics  # noqa: E402
 from solaris_lib.transfer.config import RankerConfig  # noqa: E402
 from solaris_lib.transfer.features import RankerRows  # noqa: E402
 from solaris_lib.transfer.ranker import dense_inputs, targets, train_ranker  # noqa: E402

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from solaris_lib.model.metrics import log_loss, log_loss_from_logits, roc_auc, sigmoid, summary
+from solaris_lib.evaluation.metrics import log_loss, log_loss_from_logits, roc_auc, sigmoid, summary
 
 
 def test_auc_matches_pair_counting():
