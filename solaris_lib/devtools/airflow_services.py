@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solaris_lib.config import load_settings
+from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.devtools.redis_server import free_port
 from solaris_lib.errors import SolarisError
 from solaris_lib.sparkcds import with_archive
@@ -52,7 +52,8 @@ class AirflowServices:
     port: int = field(default_factory=free_port)
     db_url: str | None = None
     spark_master: str = "local[2]"
-    spark_slots: int = 2  # Spark applications at once (the pool); what the Spark cluster fits
+    # Spark applications at once (the pool): what the Spark cluster fits
+    spark_slots: int = SolarisSettings.model_fields["airflow_spark_slots"].default
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
