@@ -65,10 +65,10 @@ redis-down:
 	@infra/redis.sh down
 
 dist: venv
-	@rm -rf dist && mkdir -p dist
+	@rm -rf dist build && mkdir -p dist  # build/lib keeps deleted modules
 	@.venv/bin/python -m pip wheel --quiet --no-deps -w dist . 2>&1 | grep -v "is ignored" || true
 	@.venv/bin/python -m zipfile -c dist/solaris_lib.zip solaris_lib
 	@ls -l dist
 
 clean:
-	rm -rf var .solaris .pytest_cache
+	rm -rf var .solaris .pytest_cache build dist

@@ -66,8 +66,16 @@ class RedisClusterServers:
         return redis.Redis(port=server.port, password=self.password, socket_timeout=5)
 
     def start(self, timeout_s: float = 60) -> RedisClusterServers:
+        """Start the servers and join them; on any failure, stop the ones started and raise."""
         if shutil.which("redis-cli") is None:
             raise SolarisError("redis-cli is needed to create a Redis Cluster")
+        try:
+            return self._start(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout_s: float) -> RedisClusterServers:
         auth = ("--requirepass", self.password, "--masterauth", self.password) if self.password else ()
         for port in cluster_ports(self.masters * (1 + self.replicas)):
             self.servers.append(RedisServer(port=port, password=self.password, args=(
@@ -80,7 +88,6 @@ class RedisClusterServers:
                    "--cluster-replicas", str(self.replicas), "--cluster-yes"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
-            self.stop()
             raise SolarisError(f"redis-cli --cluster create failed: {done.stdout[-1000:]}")
         self._wait(lambda: all(self.client(s).cluster("info").get("cluster_state") == "ok"
                                for s in self.servers) and len(self.replica_links()) ==

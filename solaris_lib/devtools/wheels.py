@@ -9,6 +9,7 @@ the files its installed ``RECORD`` lists (the same versions as this venv, byte f
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,7 +24,10 @@ _INSTALL_ONLY = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
 
 def build_project_wheel(source: Path, out_dir: Path) -> Path:
     """``pip wheel`` of ``source`` into ``out_dir`` with this interpreter's setuptools, offline
-    (``--no-index --no-deps --no-build-isolation``); returns the wheel's path."""
+    (``--no-index --no-deps --no-build-isolation``); returns the wheel's path. ``source/build``
+    goes first: setuptools copies the package into ``build/lib`` and never deletes there, so a
+    module moved or deleted since an earlier build would ship again."""
+    shutil.rmtree(source / "build", ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index", "--no-deps",

@@ -116,3 +116,23 @@ def test_the_multi_seed_url_works_for_the_misses_stream_too(published):
     now = datetime.fromtimestamp(time.time(), tz=UTC)
     rows = read_misses(url, prefix, Interval(now - timedelta(hours=1), now + timedelta(hours=1)))
     assert {(5, 10**13 + 1), (5, 10**13 + 2)} <= set(rows)
+
+
+def test_a_cluster_that_never_forms_leaves_no_server_running(monkeypatch):
+    """A failure after the servers started (here: the cluster never reports state ok) stops
+    every server before the error propagates, so a failed fixture leaks no redis-server."""
+    from solaris_lib.devtools.redis_cluster import RedisClusterServers
+    from solaris_lib.errors import SolarisError
+
+    cluster = RedisClusterServers(masters=3, replicas=0)
+    started = []
+
+    def never_ok(done, timeout_s, what):
+        started.extend(cluster.servers)
+        raise SolarisError(f"Redis Cluster: no {what} within {timeout_s} s")
+
+    monkeypatch.setattr(cluster, "_wait", never_ok)
+    with pytest.raises(SolarisError, match="no cluster state ok"):
+        cluster.start()
+    assert len(started) == 3 and cluster.servers == []
+    assert all(server.process is None or server.process.poll() is not None for server in started)

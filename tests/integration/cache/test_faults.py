@@ -51,11 +51,8 @@ def test_paused_server_costs_one_timeout_then_short_circuits(private_redis):
     server = private_redis()
     r = redis.Redis.from_url(server.url)
     put_version(r, "p", VERSION, {7: {1: [1, 1]}}, dim=2)
-    # the breaker stays open 2 s: the second lookup meets it open however long a busy machine
-    # stalls between the two (with fast_breaker's 20 ms it could be the half-open probe)
-    breaker = CircuitBreaker(failure_threshold=1, backoff=Backoff(initial_ms=2000, max_ms=4000))
     with SolarisClient.from_url(server.url, key_prefix="p", timeout_ms=TIMEOUT_MS,
-                                breaker=breaker, background_timeout_ms=100) as client:
+                                breaker=fast_breaker(), background_timeout_ms=100) as client:
         wait_for(lambda: client.lookup(7, [1]).hit.all())  # one stall of a busy machine
         client.stats(reset=True)
         server.process.send_signal(signal.SIGSTOP)
