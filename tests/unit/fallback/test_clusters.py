@@ -11,7 +11,6 @@ from solaris_lib.fallback.clusters import (  # noqa: E402
     kmeans_clusters,
     popularity_clusters,
 )
-from solaris_lib.model.fallback import PRIOR_ITEMS_PER_ROW, prior_users  # noqa: E402
 
 
 def _blobs(seed=0, per=20):
@@ -82,11 +81,3 @@ def test_lookup_of_unknown_items_and_an_empty_table():
     assert found[1] == NO_CLUSTER and distinct.tolist() == sorted({found[0], found[2]})
     empty = type(clusters)(np.zeros(0, np.int64), np.zeros(0, np.int32))
     np.testing.assert_array_equal(empty.of(np.array([1, 2])), [NO_CLUSTER] * 2)
-
-
-def test_prior_users_are_negative_and_hold_a_row_of_items_each():
-    users = prior_users(np.arange(2 * PRIOR_ITEMS_PER_ROW + 3))
-    assert (users < 0).all() and (np.diff(users) >= 0).all()
-    _, counts = np.unique(users, return_counts=True)
-    assert counts.tolist() == [PRIOR_ITEMS_PER_ROW, PRIOR_ITEMS_PER_ROW, 3]
-    assert len(prior_users(np.zeros(0, np.int64))) == 0
