@@ -54,8 +54,9 @@ def test_the_local_airflow_pool_takes_its_slots_from_the_settings(monkeypatch, t
 
 
 def test_every_setting_is_documented_with_its_default():
-    """docs/configuration.md's table names every ``SOLARIS_*`` setting, each with its default
-    where the default is a plain value (a new setting without a row fails here)."""
+    """docs/configuration.md's table has a row for every ``SOLARIS_*`` setting and for no other,
+    each with its default where the default is a plain value (a new setting without a row, or a
+    row left behind by a removed one, fails here)."""
     import re
     from pathlib import Path
 
@@ -63,6 +64,8 @@ def test_every_setting_is_documented_with_its_default():
 
     table = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     rows = dict(re.findall(r"^\| `(SOLARIS_[A-Z0-9_]+)` \| ([^|]*) \|", table, re.MULTILINE))
+    settings = {f"SOLARIS_{name.upper()}" for name in SolarisSettings.model_fields}
+    assert set(rows) - settings == set(), "rows for settings that do not exist"
     for name, field in SolarisSettings.model_fields.items():
         variable = f"SOLARIS_{name.upper()}"
         assert variable in rows, f"{variable} has no row in docs/configuration.md"
