@@ -13,15 +13,19 @@ from solaris_lib.orchestration.jobrunner import Job, run_job
 
 
 def _arguments(parser) -> None:
-    parser.add_argument("--lookback", default="28d", help="history window before --end")
-    parser.add_argument("--max-history", type=int, default=200, help="events kept per user")
+    parser.add_argument("--lookback", help="history window before --end (default: "
+                        "MineConfig's, 28d)")
+    parser.add_argument("--max-history", type=int,
+                        help="newest events kept per user (default: MineConfig's, 200)")
 
 
 def _prepare(args, settings):
     from solaris_lib.speculation.config import MineConfig
 
+    given = {"lookback": args.lookback and parse_duration(args.lookback),
+             "max_history": args.max_history}
     return Interval.parse(args.start, args.end), MineConfig(
-        lookback=parse_duration(args.lookback), max_history=args.max_history)
+        **{k: v for k, v in given.items() if v is not None})
 
 
 def _run(spark, settings, request):

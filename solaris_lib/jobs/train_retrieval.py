@@ -19,15 +19,17 @@ from solaris_lib.speculation.jobargs import add_retrieval_arguments, retrieval_o
 
 
 def _arguments(parser) -> None:
-    parser.add_argument("--lookback", default="28d", help="history window before --end")
+    parser.add_argument("--lookback", help="history window before --end (default: "
+                        "RetrievalConfig's, 28d)")
     add_retrieval_arguments(parser)
 
 
 def _prepare(args, settings):
     from solaris_lib.speculation.config import retrieval_config
 
+    lookback = {"lookback": parse_duration(args.lookback)} if args.lookback else {}
     return Interval.parse(args.start, args.end), retrieval_config(
-        lookback=parse_duration(args.lookback), **retrieval_overrides(args))
+        **lookback, **retrieval_overrides(args))
 
 
 def _run(spark, settings, request):
