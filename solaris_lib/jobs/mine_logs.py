@@ -8,24 +8,21 @@ Writes ``mined/{user_history,pair_stats,item_stats,user_stats,cooccurrence}/inte
 
 import sys
 
-from solaris_lib.intervals import Interval, parse_duration
+from solaris_lib.intervals import Interval
 from solaris_lib.orchestration.jobrunner import Job, run_job
+from solaris_lib.speculation.config import MineConfig
+from solaris_lib.speculation.jobargs import add_lookback_argument, given, lookback_override
 
 
 def _arguments(parser) -> None:
-    parser.add_argument("--lookback", help="history window before --end (default: "
-                        "MineConfig's, 28d)")
-    parser.add_argument("--max-history", type=int,
-                        help="newest events kept per user (default: MineConfig's, 200)")
+    add_lookback_argument(parser, MineConfig)
+    parser.add_argument("--max-history", type=int, default=None, help="newest events kept per "
+                        f"user (default {MineConfig.model_fields['max_history'].default})")
 
 
 def _prepare(args, settings):
-    from solaris_lib.speculation.config import MineConfig
-
-    given = {"lookback": args.lookback and parse_duration(args.lookback),
-             "max_history": args.max_history}
     return Interval.parse(args.start, args.end), MineConfig(
-        **{k: v for k, v in given.items() if v is not None})
+        **lookback_override(args), **given(max_history=args.max_history))
 
 
 def _run(spark, settings, request):

@@ -13,23 +13,27 @@ also ``bias`` float), under
 
 import sys
 
-from solaris_lib.intervals import Interval, parse_duration
+from solaris_lib.intervals import Interval
 from solaris_lib.orchestration.jobrunner import Job, run_job
-from solaris_lib.speculation.jobargs import add_retrieval_arguments, retrieval_overrides
+from solaris_lib.speculation.config import RetrievalConfig
+from solaris_lib.speculation.jobargs import (
+    add_lookback_argument,
+    add_retrieval_arguments,
+    lookback_override,
+    retrieval_overrides,
+)
 
 
 def _arguments(parser) -> None:
-    parser.add_argument("--lookback", help="history window before --end (default: "
-                        "RetrievalConfig's, 28d)")
+    add_lookback_argument(parser, RetrievalConfig)
     add_retrieval_arguments(parser)
 
 
 def _prepare(args, settings):
     from solaris_lib.speculation.config import retrieval_config
 
-    lookback = {"lookback": parse_duration(args.lookback)} if args.lookback else {}
     return Interval.parse(args.start, args.end), retrieval_config(
-        **lookback, **retrieval_overrides(args))
+        **lookback_override(args), **retrieval_overrides(args))
 
 
 def _run(spark, settings, request):

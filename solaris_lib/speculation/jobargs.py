@@ -22,6 +22,25 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                         "SOLARIS_SPECULATE_LIVE_TAIL_SHARE, else 0.02; 0: off)")
 
 
+def add_lookback_argument(parser: argparse.ArgumentParser, config) -> None:
+    """``--lookback``: the history window before ``--end``, defaulting to ``config``'s (a
+    :class:`MineConfig` or :class:`RetrievalConfig` class)."""
+    default = format_duration(config.model_fields["lookback"].default)
+    parser.add_argument("--lookback", default=None, metavar="DURATION",
+                        help=f"history window before --end, e.g. 7d (default {default})")
+
+
+def given(**fields) -> dict:
+    """The keyword arguments whose value is not None (flags the caller gave), for a config
+    whose own defaults stand for the rest."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def lookback_override(args) -> dict:
+    """``{"lookback": timedelta}`` when ``--lookback`` was given, else ``{}``."""
+    return given(lookback=parse_duration(args.lookback) if args.lookback else None)
+
+
 ALS_FIELDS = ("rank", "max_iter", "alpha", "reg")
 CHOICE_FIELDS = ("choice_dim", "choice_reg", "choice_steps", "choice_half_life")
 
@@ -71,12 +90,11 @@ def live_overrides(args, settings) -> dict:
     Fields given by neither keep the config's defaults. Values are checked by the config.
     """
     window = args.live_window or settings.speculate_live_window
-    fields = {
-        "live_window": parse_duration(window) if window else None,
-        "live_gaps": _first_given(args.live_gaps, settings.speculate_live_gaps),
-        "live_tail_share": _first_given(args.live_tail_share, settings.speculate_live_tail_share),
-    }
-    return {name: value for name, value in fields.items() if value is not None}
+    return given(
+        live_window=parse_duration(window) if window else None,
+        live_gaps=_first_given(args.live_gaps, settings.speculate_live_gaps),
+        live_tail_share=_first_given(args.live_tail_share, settings.speculate_live_tail_share),
+    )
 
 
 def _first_given(*values):
