@@ -10,6 +10,8 @@ from pathlib import Path
 
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import parse_duration
+from solaris_lib.speculation.config import MineConfig
+from solaris_lib.speculation.jobargs import default_lookback
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"  # solaris_lib/jobs: ships in the wheel
@@ -72,7 +74,7 @@ class DagSpec:
                 "type": "string", "enum": list(SCORERS),
                 "description": "auto: the ranking that covered most of the last labelled "
                 "interval; learned or heuristic to force one"}),
-            "lookback": ("28d", {
+            "lookback": (default_lookback(MineConfig), {
                 "type": "string", "pattern": r"^[0-9]+[hdw]$",
                 "description": "history window mined before the interval's end (e.g. 28d)"}),
         }

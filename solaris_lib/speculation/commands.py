@@ -6,8 +6,12 @@ import json
 
 
 def register(subparsers) -> None:
-    from solaris_lib.speculation.config import SOURCES
-    from solaris_lib.speculation.jobargs import add_live_arguments, add_retrieval_arguments
+    from solaris_lib.speculation.config import SOURCES, MineConfig
+    from solaris_lib.speculation.jobargs import (
+        add_live_arguments,
+        add_retrieval_arguments,
+        default_lookback,
+    )
     from solaris_lib.speculation.selection import RANKINGS
 
     cmd = subparsers.add_parser(
@@ -20,7 +24,8 @@ def register(subparsers) -> None:
     cmd.add_argument("--logs", required=True, help="request logs (dt=YYYY-MM-DD/hour=HH/*.parquet)")
     cmd.add_argument("--cutoff", required=True, help="ISO timestamp: history before, future after")
     cmd.add_argument("--horizon", default="7d", help="future window after the cutoff (e.g. 7d)")
-    cmd.add_argument("--lookback", default="28d", help="history window before the cutoff")
+    cmd.add_argument("--lookback", default=default_lookback(MineConfig),
+                     help="history window before the cutoff (default %(default)s)")
     budget = cmd.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget-per-user", type=int, help="pairs precomputed per user")
     budget.add_argument("--budget-factor", type=float,

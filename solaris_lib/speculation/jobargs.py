@@ -22,10 +22,16 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                         "SOLARIS_SPECULATE_LIVE_TAIL_SHARE, else 0.02; 0: off)")
 
 
+def default_lookback(config) -> str:
+    """``config``'s default history window as a duration string, e.g. ``"28d"`` (``config``: the
+    :class:`MineConfig` or :class:`RetrievalConfig` class)."""
+    return format_duration(config.model_fields["lookback"].default)
+
+
 def add_lookback_argument(parser: argparse.ArgumentParser, config) -> None:
     """``--lookback``: the history window before ``--end``, defaulting to ``config``'s (a
     :class:`MineConfig` or :class:`RetrievalConfig` class)."""
-    default = format_duration(config.model_fields["lookback"].default)
+    default = default_lookback(config)
     parser.add_argument("--lookback", default=None, metavar="DURATION",
                         help=f"history window before --end, e.g. 7d (default {default})")
 

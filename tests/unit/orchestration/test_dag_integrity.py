@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from solaris_lib.intervals import parse_duration
+from solaris_lib.speculation.config import MineConfig
+
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 
 
@@ -107,7 +110,9 @@ def test_precompute_params_are_validated_and_reach_the_jobs(dagbag):
             params.validate()
     params = copy.deepcopy(dag.params)
     params.update(good)
-    assert params.validate() == {**good, "max_per_user": None, "lookback": "28d"}
+    validated = params.validate()
+    assert validated == {**good, "max_per_user": None, "lookback": validated["lookback"]}
+    assert parse_duration(validated["lookback"]) == MineConfig().lookback  # the job's default
     args = " ".join(dag.get_task("speculate").application_args)
     for name in ("budget_per_user", "global_budget", "max_per_user", "scorer"):
         assert f"params.{name}" in args
