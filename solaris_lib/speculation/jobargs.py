@@ -23,7 +23,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_lookback(config) -> str:
-    """``config``'s default history window as a duration string, e.g. ``"28d"`` (``config``: the
+    """``config``'s default history window as a duration string, e.g. ``"4w"`` (``config``: the
     :class:`MineConfig` or :class:`RetrievalConfig` class)."""
     return format_duration(config.model_fields["lookback"].default)
 
