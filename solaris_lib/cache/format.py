@@ -307,7 +307,8 @@ class Codec:
         hit = (np.ones(n, dtype=bool) if None not in values
                else np.fromiter(map(bool, values), dtype=bool, count=n))
         corrupt = 0
-        if len(joined) != n * size:
+        present = values if hit.all() else [v for v in values if v is not None]
+        if len(joined) != n * size or set(map(len, present)) - {size}:  # lengths may cancel out
             hit = np.array([v is not None and len(v) == size for v in values], dtype=bool)
             corrupt = n - values.count(None) - int(hit.sum())
             joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])

@@ -26,6 +26,7 @@ open, reloads the cluster slot map when it went stale, and writes sampled misses
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections.abc import Sequence
@@ -144,8 +145,9 @@ class SolarisClient:
         """
         started = time.perf_counter()
         items = _item_array(item_ids)
+        user = _user_int(user_id)
         try:
-            return self._lookup(user_id, items, started)
+            return self._lookup(user, items, started)
         except Exception:  # noqa: BLE001 - the contract: never an exception into the ranker
             if not self._bug_logged:
                 self._bug_logged = True
@@ -170,7 +172,8 @@ class SolarisClient:
         commands, order = served.commands(tag, items)
         if served.clusters is not None:
             clusters, distinct = served.clusters.fields(items)
-            commands.append(served.cluster_command(tag, distinct))
+            if len(distinct):  # an HMGET without fields is an error reply
+                commands.append(served.cluster_command(tag, distinct))
         try:
             replies = self._transport.lookup(tag, commands)
             exact: list = []
@@ -352,7 +355,11 @@ class SolarisClient:
                     return
                 if self._served is None:
                     self._install(served_without_tables(manifest, self._options.key_prefix))
-                self._wanted = manifest
+                if self._wanted is None or self._wanted.version != manifest.version:
+                    self._wanted = manifest  # the same version's load in flight stands
+            elif self._wanted is not None and self._served is not None and \
+                    self._wanted.version != self._served.version:
+                self._wanted = None  # the alias came back to the served version
             if self._wanted is not None and not (self._loader and self._loader.is_alive()):
                 self._loader = threading.Thread(target=self._load_tables, args=(self._wanted,),
                                                 name="solaris-client-tables", daemon=True)
@@ -372,7 +379,9 @@ class SolarisClient:
             log.exception("loading the fallback tables of %s failed", manifest.version)
             return
         with self._lock:
-            if self._wanted is manifest and not self._closed.is_set():
+            wanted = self._wanted
+            if wanted is not None and wanted.version == manifest.version and \
+                    not self._closed.is_set():
                 self._install(served)
                 self._wanted = None
 
@@ -401,6 +410,16 @@ class SolarisClient:
             return
         failed = sum(isinstance(r, ResponseError) for r in replies)
         self._counters.add(misses_written=len(entries) - failed, misses_dropped=failed)
+
+
+def _user_int(user_id: int) -> int:
+    """``user_id`` as an int; a float or a string is a TypeError (a caller bug: ``3.7`` or
+    ``1e17 + 1`` would read another user's keys)."""
+    try:
+        return operator.index(user_id)
+    except TypeError:
+        raise TypeError(f"user_id must be an integer, got {type(user_id).__name__} "
+                        f"{user_id!r}") from None
 
 
 def _item_array(item_ids: Sequence[int] | np.ndarray) -> np.ndarray:

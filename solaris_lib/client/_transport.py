@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from solaris_lib.cache.connection import Command, connect, translated
 from solaris_lib.cache.endpoint import Endpoint
@@ -108,17 +108,39 @@ class RedisTransport(Transport):
         return self._single
 
     def lookup(self, tag: str, commands: Sequence[Command]) -> list:
-        return self._pipeline(self._client(fast=True), commands)
+        """One round trip to the node owning ``tag``, whose slot all of a lookup's keys share.
+        On a cluster that is a plain pipeline to that node (a stalled node costs one timeout:
+        redis-py's cluster pipeline would resend each timed-out command on its own); a slot
+        that moved or is moving (MOVED, ASK, TRYAGAIN) goes again through the cluster pipeline,
+        which follows redirections, and asks for a reload of the slot map."""
+        client = self._client(fast=True)
+        if not isinstance(client, RedisCluster):
+            return self._pipeline(client, commands)
+        with translated(f"routing hash tag {tag}"):
+            node = client.nodes_manager.get_node_from_slot(key_slot(tag.encode()))
+            owner = client.get_redis_connection(node)
+        replies = self._pipeline(owner, commands)
+        if any(isinstance(r, (AskError, TryAgainError)) for r in replies):
+            self.mark_stale()
+            replies = self._pipeline(client, commands)
+        return replies
 
     def background(self, tag: str, commands: Sequence[Command]) -> list:
         return self._pipeline(self._client(fast=False), commands)
 
     def _pipeline(self, client, commands: Sequence[Command]) -> list:
+        """The replies of ``commands`` (an error reply as a ``ResponseError`` in its place); a
+        failed exchange raises, as a timeout or a connection error. (redis-py's cluster
+        pipeline puts a node's timeout or connection error in the replies instead.)"""
         pipe = client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
         with translated(f"Redis at {self.endpoint.redacted()}"):
-            return pipe.execute(raise_on_error=False)
+            replies = pipe.execute(raise_on_error=False)
+            for reply in replies:
+                if isinstance(reply, (redis.ConnectionError, redis.TimeoutError)):
+                    raise reply
+            return replies
 
     def ping(self, node: str) -> None:
         client = self._client(fast=False)
@@ -267,7 +289,9 @@ class InMemoryRedis:
     def _hgetall(self, key: bytes) -> dict[bytes, bytes]:
         return dict(self.hashes.get(key, {}))
 
-    def _hmget(self, key: bytes, *fields: bytes) -> list[bytes | None]:
+    def _hmget(self, key: bytes, *fields: bytes) -> list[bytes | None] | ResponseError:
+        if not fields:  # as Redis answers
+            return ResponseError("wrong number of arguments for 'hmget' command")
         found = self.hashes.get(key, {})
         return [found.get(field) for field in fields]
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 import redis
 from redis.crc import key_slot
 
 from solaris_lib.cache.publish import PublishConfig, publish
-from solaris_lib.client import SolarisClient
+from solaris_lib.client import Backoff, CircuitBreaker, SolarisClient
 from tests.integration.cache.conftest import (
     INTERVAL,
     embeddings_table,
     expected_vectors,
     write_embeddings,
 )
+from tests.integration.cache.test_client import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -93,6 +96,37 @@ def _settle(servers, target, slot):
     for server in servers:
         redis.Redis(port=server.port).execute_command("CLUSTER", "SETSLOT", slot, "NODE",
                                                       _node_id(target.port))
+
+
+def test_a_stalled_master_is_a_timeout_then_short_circuits(published):
+    """A master that stops answering (SIGSTOP, well under the node timeout): the lookups of its
+    users are timeouts and its breaker opens; the other users never see it."""
+    url, servers, prefix, table, _ = published
+    pairs = expected_vectors(table)
+    by_user: dict[int, list[int]] = {}
+    for user, item in pairs:
+        by_user.setdefault(user, []).append(item)
+    router = redis.RedisCluster(host="127.0.0.1", port=servers[0].port)
+    port = {u: router.get_node_from_key(f"{{{u}}}").port for u in by_user}
+    router.close()
+    user = next(iter(by_user))
+    victim = next(s for s in servers if s.port == port[user])
+    bystander = next(u for u in by_user if port[u] != victim.port)
+    breaker = CircuitBreaker(failure_threshold=1, backoff=Backoff(initial_ms=20, max_ms=100))
+    with SolarisClient.from_url(url, key_prefix=prefix, timeout_ms=100, breaker=breaker,
+                                miss_sample_rate=0) as client:
+        wait_for(lambda: client.lookup(user, by_user[user]).hit.all())
+        victim.process.send_signal(signal.SIGSTOP)
+        try:
+            stalled = client.lookup(user, by_user[user])
+            short = client.lookup(user, by_user[user])
+            other = client.lookup(bystander, by_user[bystander])
+        finally:
+            victim.process.send_signal(signal.SIGCONT)
+        assert stalled.error == "timeout" and not stalled.hit.any()
+        assert short.error == "circuit_open" and other.hit.all()
+        wait_for(lambda: client.lookup(user, by_user[user]).hit.all())
+        assert client.stats().timeouts >= 1
 
 
 def test_the_multi_seed_url_works_for_the_misses_stream_too(published):

@@ -101,6 +101,9 @@ def check_lookups(url: str, prefix: str, version: str) -> dict:
                 assert result.hit[row] == (level == Level.EXACT)
                 assert np.array_equal(result.embeddings[row], want), (user, item)
                 levels[level] += 1
+        unclustered = client.lookup(0, [128, 10**12])  # no cluster to ask for: exact HMGET only
+        assert unclustered.error is None and list(unclustered.level) == [Level.MISS] * 2
+        levels[Level.MISS] += 2
         stats = client.stats()
     assert stats.cluster_hits == levels[Level.CLUSTER] and stats.hits == levels[Level.EXACT]
     assert stats.errors == 0 and stats.cluster_table_errors == 0

@@ -121,6 +121,13 @@ def test_decode_counts_values_of_the_wrong_length_as_corrupt_misses():
     assert embeddings.tolist() == [[1.0, -2.0], [0.0, 0.0], [0.0, 0.0]]
 
 
+def test_decode_finds_wrong_lengths_whose_total_is_right():
+    one, bad_long, bad_short = b"\x00\x3c\x00\xc0", b"\x00\x3c" * 3, b"\x00\x38"
+    embeddings, hit, corrupt = Codec("fp16", 2).decode([bad_long, one, bad_short])  # 6+4+2 = 3x4
+    assert hit.tolist() == [False, True, False] and corrupt == 2
+    assert embeddings.tolist() == [[0.0, 0.0], [1.0, -2.0], [0.0, 0.0]]
+
+
 def test_decode_of_all_misses_and_of_nothing():
     embeddings, hit, _ = Codec("fp16", 3).decode([None, None])
     assert embeddings.tolist() == [[0.0] * 3] * 2 and not hit.any()

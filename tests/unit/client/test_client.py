@@ -3,6 +3,7 @@ tests/integration/cache/test_client.py): values from the spec, failures, breaker
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -239,6 +240,74 @@ def test_cluster_and_item_levels_fill_the_misses_from_memory_and_one_pipeline(st
     assert result.embeddings.tolist() == [[1, 2], [3, 3], [4, 4], [0, 0]]
     assert ("HMGET", f"p:e:{V1}:{{7}}:c", 0, 1) in store.commands
     assert (stats.hits, stats.cluster_hits, stats.item_hits) == (1, 1, 1)
+
+
+CLUSTER_FIELDS = {"fallback": "cluster", "clusters": "2", "cluster_pairs": "1",
+                  "item_clusters": "3", "item_cluster_chunks": "1"}
+
+
+def _put_with_clusters(store, version=V1, value=(1, 2), alias=True):
+    _put(store, version=version, data={7: {1: list(value)}}, clusters={7: {0: [3, 3]}},
+         extra=CLUSTER_FIELDS, alias=alias)
+    (table,) = pack_item_clusters(np.array([1, 2, 3]), np.array([0, 0, 1]))
+    store(("SET", item_clusters_key("p", version, 0), table))
+
+
+def test_items_without_a_cluster_send_no_empty_cluster_hmget(store):
+    _put_with_clusters(store)
+    with _client(store, key_prefix="p") as client:
+        store.commands.clear()
+        result = client.lookup(7, [4, 5])  # in no cluster (new items): no cluster to ask for
+        stats = client.stats()
+    assert result.error is None and result.level.tolist() == [Level.MISS, Level.MISS]
+    assert not [c for c in store.commands if c[0] == "HMGET" and len(c) == 2]
+    assert stats.errors == 0 and stats.server_errors == 0
+
+
+def test_a_user_id_that_is_not_an_integer_is_a_type_error(store):
+    _put(store)
+    with _client(store, key_prefix="p") as client:
+        assert client.lookup(np.int64(7), [1]).hit.tolist() == [True]
+        for bad in (7.0, 7.9, "7"):
+            with pytest.raises(TypeError, match="user_id must be an integer"):
+                client.lookup(bad, [1])
+
+
+class GatedTables:
+    """``store``'s handler whose fallback-table reads wait for ``gate`` (a slow table load)."""
+
+    def __init__(self, store) -> None:
+        self.store, self.gate = store, threading.Event()
+
+    def __call__(self, command):
+        if command[0] in ("GET", "GETRANGE") and ":h:" in str(command[1]):
+            assert self.gate.wait(10)
+        return self.store(command)
+
+
+def test_a_table_load_longer_than_the_refresh_interval_still_switches(store):
+    _put(store, data={7: {1: [1, 2]}})
+    handler = GatedTables(store)
+    with _client(handler, key_prefix="p") as client:
+        _put_with_clusters(store, version=V2, value=(5, 5))
+        for _ in range(3):  # refreshes while V2's tables are still loading
+            client._refresh_alias()
+        handler.gate.set()
+        client._wait_for_tables(5)
+        assert client.version == V2 and client.lookup(7, [2]).level.tolist() == [Level.CLUSTER]
+
+
+def test_a_load_the_alias_moved_away_from_is_not_installed(store):
+    _put(store, data={7: {1: [1, 2]}})
+    handler = GatedTables(store)
+    with _client(handler, key_prefix="p") as client:
+        _put_with_clusters(store, version=V2, value=(5, 5))
+        client._refresh_alias()  # V2's tables loading
+        store(("SET", "p:alias", V1))  # rolled back before they loaded
+        client._refresh_alias()
+        handler.gate.set()
+        client._wait_for_tables(5)
+        assert client.version == V1
 
 
 def test_non_finite_values_are_counted_misses_never_hits(store):
