@@ -12,7 +12,13 @@ prefix's keys on every master (``SCAN MATCH P:*``, pages of :data:`PAGE` keys):
 * keys of any other version whose TTL is above ``ttl_ceiling`` (a version retained before, now
   retired) or that have none get ``EXPIRE key grace_s``: readers still on it (a client that
   has not refreshed yet) keep it for ``grace_s`` seconds. Keys with a shorter TTL (a version
-  being written, or a failed one) are left to their own TTL.
+  being written, or a failed one) are left to their own TTL, and so are those of a version
+  whose manifest still says ``writing`` (another publisher's, with a longer TTL).
+
+Another publisher may switch the alias during the pass (a rerun or backfill beside the DAG's
+run): the served and failover versions are read again for each page, after its TTLs. A key
+that a switch made meanwhile retained (its publisher's own pass, after its switch) has its long
+TTL only once the alias names its version, so the page's read of the alias sees that version.
 
 So during a pipeline outage the served version keeps answering for as long as the outage
 lasts, and the version before it stays as the failover until a later one is verified and
@@ -26,8 +32,10 @@ import logging
 from dataclasses import dataclass
 
 from solaris_lib.cache.connection import translated
+from solaris_lib.cache.errors import CacheFormatError
 from solaris_lib.cache.format import (
     RETAINED_TTL_S,
+    STATE_WRITING,
     alias_key,
     check_version,
     failover_key,
@@ -75,7 +83,7 @@ def retain(server, grace_s: int, ttl_ceiling: int) -> Retained:
     for name, client in server.masters():
         with translated(f"retaining versions {sorted(keep)} on {name}"):
             for page in _pages(client, f"{server.prefix}:*"):
-                _retain_page(client, page, keep, grace_s, ttl_ceiling, done)
+                _retain_page(server, client, page, keep, grace_s, ttl_ceiling, done)
     log.info("retained %s (served) and %s (failover): %d keys kept, %d keys retiring in %d s "
              "(%d scanned)", served, failover, done.retained_keys, done.retired_keys, grace_s,
              done.scanned_keys)
@@ -92,8 +100,8 @@ def _pages(client, pattern: str):
             return
 
 
-def _retain_page(client, keys: list[str], keep: set[str], grace_s: int, ttl_ceiling: int,
-                 done: Retained) -> None:
+def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
+                 ttl_ceiling: int, done: Retained) -> None:
     done.scanned_keys += len(keys)
     versions = [(key, version_in_key(key)) for key in keys]
     kept = [key for key, version in versions if version in keep]
@@ -108,9 +116,26 @@ def _retain_page(client, keys: list[str], keep: set[str], grace_s: int, ttl_ceil
     ttls = replies[len(kept):]
     retiring = [key for key, ttl in zip(others, ttls, strict=True)
                 if ttl == -1 or ttl > max(ttl_ceiling, grace_s)]
+    if retiring:  # read after the TTLs: a long TTL from a switch made meanwhile is seen here
+        spared = {v for v in kept_versions(server) if v} | _being_written(server, retiring)
+        retiring = [key for key in retiring if version_in_key(key) not in spared]
     if retiring:
         pipe = client.pipeline(transaction=False)
         for key in retiring:
             pipe.expire(key, grace_s)
         pipe.execute()
         done.retired_keys += len(retiring)
+
+
+def _being_written(server, keys: list[str]) -> set[str]:
+    """The versions of ``keys`` whose manifest says ``writing`` (a publish in progress; an
+    unreadable manifest is no publish's)."""
+    writing = set()
+    for version in {version_in_key(key) for key in keys}:
+        try:
+            manifest = server.manifest(version)
+        except CacheFormatError:
+            continue
+        if manifest is not None and manifest.state == STATE_WRITING:
+            writing.add(version)
+    return writing

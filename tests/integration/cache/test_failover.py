@@ -126,3 +126,50 @@ def test_an_evicting_policy_set_during_the_publish_is_found_after_the_switch(
     with SolarisClient.from_url(server.url, key_prefix=settings.redis_key_prefix,
                                 timeout_ms=TEST_TIMEOUT_MS) as client:
         assert client.version is not None and hit_rate(client, table) == 1.0
+
+
+def test_a_version_switched_to_during_a_retain_pass_is_never_retired(
+        spark, settings_for, redis_url, key_prefix, monkeypatch):
+    """Another publisher (a rerun or backfill beside the DAG's) switches the alias and retains
+    its version while this pass walks the keys: the pass sees the switch and spares it, and
+    it leaves a version still being written to its own TTL."""
+    from solaris_lib.cache import retain as retain_module
+    from solaris_lib.cache.server import CacheServer
+
+    settings = settings_for(redis_url)
+    r = redis.Redis.from_url(redis_url)
+    config = PublishConfig(ttl_s=600, retire_after_s=30)
+    versions = []
+    for step, seed in enumerate((0, 1)):
+        write_embeddings(settings, embeddings_table(users=4, per_user=3, seed=seed),
+                         later(INTERVAL, step))
+        versions.append(publish(spark, settings, later(INTERVAL, step), config).version)
+    first, second = versions
+    # as it was before the other publisher's switch: `second` written, `first` served
+    r.set(f"{key_prefix}:alias", first)
+    r.delete(failover_key(key_prefix))
+    for key in version_keys(r, key_prefix, second):
+        r.expire(key, 600)
+    walk = retain_module._pages
+
+    def pages_after_the_other_switch(client, pattern):
+        if r.get(f"{key_prefix}:alias").decode() == first:  # its switch, then its retain pass
+            r.set(f"{key_prefix}:alias", second)
+            r.set(failover_key(key_prefix), first)
+            for key in version_keys(r, key_prefix, second):
+                r.expire(key, RETAINED_TTL_S)
+        yield from walk(client, pattern)
+
+    monkeypatch.setattr(retain_module, "_pages", pages_after_the_other_switch)
+    third = "20260105T230000Z-cccccccccc"  # a publish in progress
+    writing = f"{key_prefix}:e:{third}:{{9}}:0"
+    manifest = {**r.hgetall(f"{key_prefix}:m:{second}"), b"version": third, b"state": "writing"}
+    r.hset(f"{key_prefix}:m:{third}", mapping=manifest)
+    r.hset(writing, "1", b"\x00\x3c")
+    r.expire(writing, 3600)  # longer than this pass's ceiling: another publisher's ttl_s
+    with CacheServer(redis_url, key_prefix) as server:
+        done = retain_module.retain(server, grace_s=30, ttl_ceiling=600)
+    assert done.served == first and r.get(f"{key_prefix}:alias").decode() == second
+    for version in (first, second):
+        assert all(r.ttl(k) > RETAINED_TTL_S - 3600 for k in version_keys(r, key_prefix, version))
+    assert r.ttl(writing) > 600
