@@ -168,7 +168,7 @@ def read_item_clusters(path: str) -> ItemTables:
 
 def read_item_priors(level: ItemTables, path: str, model_version: str, dim: int) -> None:
     """Add the servable item priors of ``path`` to ``level`` (sorted by item id, each once:
-    the smallest bytes), counting the rest under ``prior_*`` reasons."""
+    the smallest bytes of its finite copies), counting the rest under ``prior_*`` reasons."""
     table = _read(path, ITEM_PRIOR_COLUMNS)
     lengths = pc.fill_null(pc.binary_length(table["embedding"]), -1).to_numpy()
     items = pc.fill_null(table["item_id"], -1).to_numpy()
@@ -187,14 +187,16 @@ def read_item_priors(level: ItemTables, path: str, model_version: str, dim: int)
     good = np.flatnonzero(~bad)
     values = fixed_width_values(table["embedding"].take(good), 2 * dim).copy()
     ids = items[good].astype(np.int64)
+    finite = ~non_finite_fp16(values)  # before the copies are compared: a nan copy never wins
+    ids, values = ids[finite], values[finite]
     order = sorted(range(len(ids)), key=lambda k: (ids[k], values[k].tobytes()))
     ids, values = ids[order], values[order]
     keep = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, bool)
-    finite = ~non_finite_fp16(values)
-    for name, hit in (("prior_duplicate_item", ~keep), ("prior_non_finite", keep & ~finite)):
-        if hit.any():
-            level.dropped[name] = int(hit.sum())
-    level.prior_ids, level.prior_values = ids[keep & finite], values[keep & finite]
+    for name, count in (("prior_non_finite", int((~finite).sum())),
+                        ("prior_duplicate_item", int((~keep).sum()))):
+        if count:
+            level.dropped[name] = count
+    level.prior_ids, level.prior_values = ids[keep], values[keep]
 
 
 def chunk_bytes(prefix: str, version: str, level: ItemTables) -> list[tuple[str, int]]:

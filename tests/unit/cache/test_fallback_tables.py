@@ -73,6 +73,22 @@ def test_item_table_sorted_with_one_cluster_per_item_and_bad_rows_counted(tmp_pa
     assert tables.clusters == 2
 
 
+def test_a_non_finite_prior_never_displaces_a_finite_copy(tmp_path):
+    nan_first = np.array([[np.nan, 0.0]], "<f2").tobytes()  # 0x7e00..: not the smaller bytes
+    small_nan = np.array([[0.0, np.nan]], "<f2").tobytes()  # 0x0000 7e00: smaller than any
+    good = np.array([[1.0, 2.0]], "<f2").tobytes()
+    assert small_nan < good < nan_first
+    path = _table(tmp_path / "priors", pa.table({
+        "item_id": pa.array([5, 5, 5], pa.int64()), "model_version": pa.array(["m1"] * 3),
+        "embedding": pa.array([small_nan, good, nan_first], pa.binary())}))
+    tables = read_item_clusters(_table(tmp_path / "items", pa.table({
+        "item_id": pa.array([1], pa.int64()), "cluster_id": pa.array([0], pa.int32())})))
+    read_item_priors(tables, path, "m1", 2)
+    assert tables.prior_ids.tolist() == [5]
+    assert [row.tobytes() for row in tables.prior_values] == [good]
+    assert tables.dropped == {"prior_non_finite": 2}
+
+
 def test_item_table_of_the_wrong_types_is_refused(tmp_path):
     path = _table(tmp_path / "items", pa.table({"item_id": pa.array(["a"]),
                                                 "cluster_id": pa.array([1], pa.int32())}))
