@@ -80,10 +80,11 @@ def retain(server, grace_s: int, ttl_ceiling: int) -> Retained:
     served, failover = kept_versions(server)
     done = Retained(served, failover)
     keep = {v for v in (served, failover) if v}
+    writing: dict[str, bool] = {}  # version -> its manifest said writing (once per pass)
     for name, client in server.masters():
         with translated(f"retaining versions {sorted(keep)} on {name}"):
             for page in _pages(client, f"{server.prefix}:*"):
-                _retain_page(server, client, page, keep, grace_s, ttl_ceiling, done)
+                _retain_page(server, client, page, keep, grace_s, ttl_ceiling, done, writing)
     log.info("retained %s (served) and %s (failover): %d keys kept, %d keys retiring in %d s "
              "(%d scanned)", served, failover, done.retained_keys, done.retired_keys, grace_s,
              done.scanned_keys)
@@ -101,7 +102,7 @@ def _pages(client, pattern: str):
 
 
 def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
-                 ttl_ceiling: int, done: Retained) -> None:
+                 ttl_ceiling: int, done: Retained, writing: dict[str, bool]) -> None:
     done.scanned_keys += len(keys)
     versions = [(key, version_in_key(key)) for key in keys]
     kept = [key for key, version in versions if version in keep]
@@ -117,8 +118,9 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
     retiring = [key for key, ttl in zip(others, ttls, strict=True)
                 if ttl == -1 or ttl > max(ttl_ceiling, grace_s)]
     if retiring:  # read after the TTLs: a long TTL from a switch made meanwhile is seen here
-        spared = {v for v in kept_versions(server) if v} | _being_written(server, retiring)
-        retiring = [key for key in retiring if version_in_key(key) not in spared]
+        kept_now = {v for v in kept_versions(server) if v}
+        retiring = [key for key in retiring if version_in_key(key) not in kept_now
+                    and not _being_written(server, version_in_key(key), writing)]
     if retiring:
         pipe = client.pipeline(transaction=False)
         for key in retiring:
@@ -127,15 +129,14 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
         done.retired_keys += len(retiring)
 
 
-def _being_written(server, keys: list[str]) -> set[str]:
-    """The versions of ``keys`` whose manifest says ``writing`` (a publish in progress; an
-    unreadable manifest is no publish's)."""
-    writing = set()
-    for version in {version_in_key(key) for key in keys}:
+def _being_written(server, version: str, known: dict[str, bool]) -> bool:
+    """True when ``version``'s manifest says ``writing`` (a publish in progress; an unreadable
+    or absent manifest is no publish's). Read once per pass into ``known``: a version that
+    completes meanwhile and is switched to is in the served set read for each page."""
+    if version not in known:
         try:
             manifest = server.manifest(version)
         except CacheFormatError:
-            continue
-        if manifest is not None and manifest.state == STATE_WRITING:
-            writing.add(version)
-    return writing
+            manifest = None
+        known[version] = manifest is not None and manifest.state == STATE_WRITING
+    return known[version]
