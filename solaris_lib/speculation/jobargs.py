@@ -44,7 +44,7 @@ def given(**fields) -> dict:
 
 def lookback_override(args) -> dict:
     """``{"lookback": timedelta}`` when ``--lookback`` was given, else ``{}``."""
-    return given(lookback=parse_duration(args.lookback) if args.lookback else None)
+    return {"lookback": parse_duration(args.lookback)} if args.lookback else {}
 
 
 ALS_FIELDS = ("rank", "max_iter", "alpha", "reg")
