@@ -10,11 +10,13 @@ from collections.abc import Callable
 from solaris_lib.cache.errors import PublishError, PublishInputError, VerificationError
 
 
-def check_counts(totals: dict[str, int], valid_rows: int, version: str, what: str) -> None:
+def check_counts(totals: dict[str, int], valid_rows: int, version: str, what: str,
+                 required: bool = True) -> None:
     """One table's write (``what``: its rows' name): written + duplicates + non-finite =
     publishable rows; the fields on the server = rows written; the sample read back without a
-    difference."""
-    if not totals["pairs"]:
+    difference. A table not ``required`` (the fallback level's) may end with nothing written
+    (every row non-finite): the other checks still hold."""
+    if not totals["pairs"] and required:
         raise PublishInputError(f"version {version}: every publishable row of the {what} had "
                                 f"an inf or nan embedding; nothing to serve, the alias was not "
                                 f"switched")
@@ -28,7 +30,7 @@ def check_counts(totals: dict[str, int], valid_rows: int, version: str, what: st
             f"version {version}: the server holds {totals['fields_on_server']} fields but "
             f"{totals['pairs']} {what} were written (evicted or lost); the alias was not "
             f"switched")
-    if totals["mismatched"] or not totals["verified"]:
+    if totals["mismatched"] or (totals["pairs"] and not totals["verified"]):
         raise VerificationError(
             f"version {version}: {totals['mismatched']} of {totals['verified']} sampled "
             f"{what} read back differ from the input; the alias was not switched")

@@ -355,8 +355,9 @@ class Manifest:
 
     @property
     def has_clusters(self) -> bool:
-        """True when the version has users' cluster keys and ``P:h:`` an item -> cluster table."""
-        return self.fallback == FALLBACK_CLUSTER
+        """True when the version has users' cluster keys and ``P:h:`` an item -> cluster table
+        (a level whose every value was non-finite ends with ``cluster_pairs`` 0: not served)."""
+        return self.fallback == FALLBACK_CLUSTER and self.cluster_pairs > 0
 
     @property
     def has_priors(self) -> bool:
@@ -375,7 +376,7 @@ class Manifest:
         """The hash fields, all as strings (the exact bytes are pinned by tests); the fallback
         fields only for a version with a fallback level, the prior fields only with priors."""
         out = {name: str(value) for name, value in asdict(self).items()}
-        if not self.has_clusters:
+        if self.fallback != FALLBACK_CLUSTER:
             for name in _FALLBACK_FIELDS:
                 del out[name]
         if not self.has_priors:

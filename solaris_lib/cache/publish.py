@@ -374,14 +374,28 @@ class _Run:
             log.warning("%d rows with inf/nan embeddings were not published",
                         totals["non_finite"])
         if level is not None:
-            clusters = self._totals(stats[CLUSTER.name])
-            check_counts(clusters, level.found.valid_rows, report.version, "cluster rows")
-            report.cluster_pairs = clusters["pairs"]
-            report.cluster_duplicates = clusters["duplicates"]
-            report.keys += clusters["keys"]
-            if clusters["non_finite"]:
-                report.cluster_dropped[NON_FINITE] = clusters["non_finite"]
+            manifest = self._check_level(report, manifest, stats[CLUSTER.name], level)
         return replace(manifest, users=report.users)
+
+    def _check_level(self, report: PublishReport, manifest: Manifest, stats: list[dict],
+                     level: _Level) -> Manifest:
+        """The cluster rows' counts; a level whose every row was non-finite ends with
+        ``cluster_pairs`` 0 in the manifest, which readers skip (the manifest's fields cannot
+        be deleted by the publisher's ACL, only rewritten)."""
+        clusters = self._totals(stats)
+        check_counts(clusters, level.found.valid_rows, report.version, "cluster rows",
+                     required=False)
+        report.cluster_pairs = clusters["pairs"]
+        report.cluster_duplicates = clusters["duplicates"]
+        report.keys += clusters["keys"]
+        if clusters["non_finite"]:
+            report.cluster_dropped[NON_FINITE] = clusters["non_finite"]
+        if clusters["pairs"]:
+            return manifest
+        log.warning("fallback level skipped: every one of %d cluster rows had an inf or nan "
+                    "embedding; version %s is served without it (cluster_pairs 0)",
+                    level.found.valid_rows, report.version)
+        return replace(manifest, cluster_pairs=0)
 
     def _totals(self, stats: list[dict]) -> dict[str, int]:
         """The sums of a table's writing tasks' stats; the slowest task's seconds go into the

@@ -46,8 +46,10 @@ def _table(columns: dict) -> pa.Table:
     return pa.table(columns)
 
 
-def write_world(settings, *, with_items: bool = True, with_clusters: bool = True) -> None:
-    """The exact embeddings and (optionally) the two fallback tables of INTERVAL."""
+def write_world(settings, *, with_items: bool = True, with_clusters: bool = True,
+                cluster_value=None) -> None:
+    """The exact embeddings and (optionally) the two fallback tables of INTERVAL; every
+    cluster row's value is ``cluster_value`` when given."""
     pairs = [(u, i) for u in USERS for i in EXACT[u]]
     write_embeddings(settings, _table({
         "user_id": pa.array([u for u, _ in pairs], pa.int64()),
@@ -63,7 +65,8 @@ def write_world(settings, *, with_items: bool = True, with_clusters: bool = True
             "user_id": pa.array([u for u, _ in rows] + [b[0] for b in bad], pa.int64()),
             "cluster_id": pa.array([c for _, c in rows] + [b[1] for b in bad], pa.int32()),
             "model_version": pa.array(["m1"] * len(rows) + [b[2] for b in bad]),
-            "embedding": pa.array([vector(u, -1, c).astype("<f2").tobytes() for u, c in rows]
+            "embedding": pa.array([(vector(u, -1, c) if cluster_value is None
+                                   else cluster_value).astype("<f2").tobytes() for u, c in rows]
                                   + [b[3].astype("<f2").tobytes() for b in bad], pa.binary())})
         _write(layout.output(EMBEDDINGS, INTERVAL, "cluster"), table)
     if with_items:
@@ -161,6 +164,30 @@ def test_without_both_tables_the_publish_is_as_before(spark, settings_for, redis
     full = publish(spark, settings, INTERVAL, PublishConfig(force=True))
     assert full.version != plain.version and full.served_version == full.version
     assert r.hget(f"{key_prefix}:m:{full.version}", "fallback") == b"cluster"
+
+
+def test_a_level_of_only_non_finite_rows_is_published_without_it(spark, settings_for,
+                                                                  private_redis):
+    server = private_redis()
+    settings = settings_for(server.url)
+    write_world(settings, cluster_value=np.full(DIM, np.nan, np.float32))
+    report = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    assert (report.status, report.pairs, report.cluster_pairs) == ("published", 20, 0)
+    assert report.cluster_dropped == {"other_model_version": 1, "wrong_embedding_length": 1,
+                                      "non_finite_embedding": 16}
+    r = redis.Redis.from_url(server.url)
+    prefix = settings.redis_key_prefix
+    manifest = r.hgetall(f"{prefix}:m:{report.version}")
+    assert (manifest[b"state"], manifest[b"cluster_pairs"]) == (b"complete", b"0")
+    assert not list(r.scan_iter(f"{prefix}:e:{report.version}:*:c"))
+    with SolarisClient.from_url(server.url, key_prefix=prefix, timeout_ms=TEST_TIMEOUT_MS,
+                                miss_sample_rate=0) as client:
+        assert client.version == report.version
+        result = client.lookup(1, [EXACT[1][0], 110])  # 110: cluster 0, nothing served there
+        assert result.level.tolist() == [Level.EXACT, Level.MISS] and result.error is None
+        assert client.stats().cluster_table_errors == 0
+    again = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))  # a rerun: a no-op
+    assert (again.version, again.served_version) == (report.version, report.version)
 
 
 def hmgets(user: int, items: list[int]) -> int:
