@@ -13,16 +13,18 @@ Phases (``on_phase`` hears each name before it starts; each logs counts and rate
 2. ``estimate`` bytes per master; refuse when they will not fit, or when a master's
                 ``maxmemory_policy`` (INFO memory) may evict (EvictionPolicyError)
 3. ``write``    manifest (state ``writing``; a manifest already ``complete`` is never
-                rewritten: another publisher finished this version, nothing is written),
-                the fallback's chunks (read back), then the
+                rewritten: another publisher finished this version, whose keys are still
+                written and checked: they may have expired), the fallback's chunks (read
+                back), then the
                 exact rows into their users' bucket hashes and the cluster rows into their
                 users' cluster hashes (Spark tasks, pipelined, in file order; scattered users
                 after a shuffle by user); each task then counts the fields its keys hold on
                 the server and reads back a hash-chosen sample. Checked
                 (:mod:`checks`): pairs written + duplicates + non-finite = publishable rows,
                 fields on the server = pairs written, every sampled pair equal to its input
-4. ``switch``   manifest ``complete``, alias -> version and the previous version -> failover
-                (one atomic EVAL, never backwards)
+4. ``switch``   manifest ``complete`` with the TTL left to keys written from step 3 on (it
+                never outlives a key of its version), alias -> version and the previous
+                version -> failover (one atomic EVAL, never backwards)
 5. ``retain``   the served and failover versions' keys stop expiring, other versions retire
                 (:mod:`retain`); then, after the switch, the eviction policy and the keys
                 evicted meanwhile are checked again (EvictionPolicyError: served, but at risk)
@@ -39,6 +41,7 @@ already served it returns ``already_served`` (and runs phase 5 again).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -142,6 +145,7 @@ class _Run:
         self.seconds: dict[str, float] = {}
         self.current_phase: str | None = None
         self.alias_sent = False
+        self._written_from = time.monotonic()
         self._clock = time.perf_counter()
 
     def _phase(self, name: str | None) -> None:
@@ -349,13 +353,12 @@ class _Run:
             plans[CLUSTER.name] = (level.found, self._target(
                 report.version, found.dim, level.found.valid_rows, 0),
                 level.merged.scattered.get(key, np.zeros(0, np.int64)))
+        self._written_from = time.monotonic()  # every key's TTL runs from after this
         if not self.server.write_manifest(manifest):
-            done = self.server.manifest(report.version)
+            manifest = self.server.manifest(report.version) or manifest
             log.info("version %s is complete already (another publisher finished it): its "
-                     "manifest is not rewritten and nothing is written", report.version)
-            report.pairs, report.users = done.pairs, done.users
-            report.cluster_pairs = done.cluster_pairs
-            return done
+                     "manifest is kept; its keys are written and checked again",
+                     report.version)
         if level is not None:
             write_chunks(self.server, report.version, level.tables, self.ttl_s)
         started = time.perf_counter()
@@ -408,7 +411,8 @@ class _Run:
     def _switch(self, report: PublishReport, manifest: Manifest) -> None:
         final = replace(manifest, pairs=report.pairs, users=report.users,
                         cluster_pairs=report.cluster_pairs, state=STATE_COMPLETE)
-        self.server.write_manifest(final)  # a no-op when another publisher completed it
+        elapsed = math.ceil(time.monotonic() - self._written_from)
+        self.server.complete_manifest(final, self.ttl_s - elapsed)
         self.alias_sent = True
         report.served_version, report.failover_version = self.server.switch_alias(
             report.version, self.config.force)

@@ -12,10 +12,16 @@ import pytest
 import redis
 
 from solaris_lib.cache import publish as publish_module
-from solaris_lib.cache.errors import InsufficientMemoryError, PublishError, PublishInputError
+from solaris_lib.cache.errors import (
+    CacheUnavailableError,
+    InsufficientMemoryError,
+    PublishError,
+    PublishInputError,
+)
 from solaris_lib.cache.format import RETAINED_TTL_S
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.cache.rows import EXACT, NON_FINITE
+from solaris_lib.cache.server import CacheServer
 from solaris_lib.cache.writer import WriteTarget, write_rows
 from solaris_lib.cli import main as cli_main
 from solaris_lib.client import SolarisClient
@@ -85,6 +91,32 @@ def test_rerun_republishes_the_same_version_and_bytes(spark, settings_for, redis
     rerun = publish(spark, settings, INTERVAL, PublishConfig())
     assert (rerun.status, rerun.version) == ("published", first.version)
     assert version_dump(r, key_prefix, first.version) == before and len(before) == first.keys
+
+
+def test_a_rerun_finding_its_version_complete_writes_and_checks_it_again(
+        spark, settings_for, redis_url, key_prefix, monkeypatch):
+    settings = settings_for(redis_url)
+    table = embeddings_table(users=30, per_user=12)
+    write_embeddings(settings, table)
+
+    def killed(*args, **kwargs):
+        raise CacheUnavailableError("the driver died between completion and its switch")
+
+    monkeypatch.setattr(CacheServer, "switch_alias", killed)
+    with pytest.raises(PublishError, match="died between completion"):
+        publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    monkeypatch.undo()
+    r = redis.Redis.from_url(redis_url)
+    [manifest] = r.scan_iter(f"{key_prefix}:m:*")
+    assert r.hget(manifest, "state") == b"complete" and r.get(f"{key_prefix}:alias") is None
+    keys = list(r.scan_iter(f"{key_prefix}:e:*"))
+    assert 0 < r.pttl(manifest) <= min(r.pttl(k) for k in keys)  # it never outlives a key
+    r.delete(*keys[:3])  # expired (or lost) before the rerun
+    rerun = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    assert (rerun.status, rerun.pairs, rerun.users) == ("published", 360, 30)
+    assert rerun.served_version == rerun.version == manifest.decode().split(":m:", 1)[1]
+    found = lookup_all(redis_url, key_prefix, table)  # every pair a hit
+    assert all(np.array_equal(found[p], w) for p, w in expected_vectors(table).items())
 
 
 def _bad_rows(dim):
