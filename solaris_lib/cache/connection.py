@@ -25,7 +25,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import (
+    AskError,
+    MovedError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+)
 from redis.retry import Retry
 
 from solaris_lib.cache.endpoint import Endpoint
@@ -39,6 +45,7 @@ from solaris_lib.cache.errors import (
 log = logging.getLogger(__name__)
 MAX_REDIRECTS = 2  # slot-map reloads and resends of a writer's pipeline hit by MOVED or ASK
 Command = tuple  # (name, *arguments) as redis-py's execute_command takes them
+ASKING = b"*1\r\n$6\r\nASKING\r\n"  # the next command may use a slot this master imports
 
 
 def connection_kwargs(endpoint: Endpoint, timeout_s: float) -> dict:
@@ -163,6 +170,28 @@ def send(pool: redis.ConnectionPool, commands: Sequence[Command]) -> list:
     reply read (an error reply as a ``ResponseError`` in its place)."""
     return send_packed(pool, lambda connection: connection.pack_commands(commands),
                        len(commands))
+
+
+def send_asking(pool: redis.ConnectionPool, commands: Sequence[Command],
+                asking: bool) -> list:
+    """:func:`send`; with ``asking``, each command after an ``ASKING`` (a master importing the
+    commands' slot serves them), whose replies are dropped."""
+    if not asking:
+        return send(pool, commands)
+    replies = send(pool, [part for command in commands for part in (("ASKING",), command)])
+    refused = [r for r in replies[0::2] if isinstance(r, ResponseError)]
+    if refused:
+        raise CacheProtocolError(f"ASKING refused: {refused[0]}")
+    return replies[1::2]
+
+
+def asked_node(replies: Sequence[object]) -> str | None:
+    """``host:port`` of the first ``-ASK`` among ``replies`` (a slot being migrated: the key is
+    on that master, reachable after ``ASKING``; a ``-MOVED`` is not one), else None."""
+    for reply in replies:
+        if isinstance(reply, AskError) and not isinstance(reply, MovedError):
+            return f"{reply.host}:{reply.port}"
+    return None
 
 
 def send_packed(pool: redis.ConnectionPool, payload, replies: int) -> list:

@@ -23,13 +23,17 @@ TTL only once the alias names its version, so the page's read of the alias sees 
 So during a pipeline outage the served version keeps answering for as long as the outage
 lasts, and the version before it stays as the failover until a later one is verified and
 switched to. The pass reads every key name of each master (SCAN is not limited to the prefix
-by the server), about a second per million keys; the publisher's user needs ``+scan +ttl``.
+by the server), about a second per million keys; the publisher's user needs ``+scan +ttl``
+(and ``+asking`` on a cluster: a key in a slot being migrated to the master is reached after
+``ASKING``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+
+from redis.exceptions import MovedError
 
 from solaris_lib.cache.connection import translated
 from solaris_lib.cache.errors import CacheFormatError
@@ -107,12 +111,8 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
     versions = [(key, version_in_key(key)) for key in keys]
     kept = [key for key, version in versions if version in keep]
     others = [key for key, version in versions if version and version not in keep]
-    pipe = client.pipeline(transaction=False)
-    for key in kept:
-        pipe.expire(key, RETAINED_TTL_S, gt=True)
-    for key in others:
-        pipe.ttl(key)
-    replies = pipe.execute()
+    replies = _pipelined(client, [("EXPIRE", key, RETAINED_TTL_S, "GT") for key in kept]
+                         + [("TTL", key) for key in others])
     done.retained_keys += len(kept)
     ttls = replies[len(kept):]
     retiring = [key for key, ttl in zip(others, ttls, strict=True)
@@ -122,11 +122,31 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
         retiring = [key for key in retiring if version_in_key(key) not in kept_now
                     and not _being_written(server, version_in_key(key), writing)]
     if retiring:
-        pipe = client.pipeline(transaction=False)
-        for key in retiring:
-            pipe.expire(key, grace_s)
-        pipe.execute()
+        _pipelined(client, [("EXPIRE", key, grace_s) for key in retiring])
         done.retired_keys += len(retiring)
+
+
+def _pipelined(client, calls: list[tuple]) -> list:
+    """The replies of ``calls`` (``(command, *arguments)``) sent in one pipeline to ``client``,
+    a master that SCAN found their keys on. A key in a slot the master is importing (a slot
+    migration in progress) is refused with ``-MOVED`` unless the command follows an
+    ``ASKING``: those calls are sent again so. Another error reply is raised."""
+    pipe = client.pipeline(transaction=False)
+    for call in calls:
+        pipe.execute_command(*call)
+    replies = pipe.execute(raise_on_error=False)
+    importing = [k for k, reply in enumerate(replies) if isinstance(reply, MovedError)]
+    if importing:
+        pipe = client.pipeline(transaction=False)
+        for k in importing:
+            pipe.execute_command("ASKING")
+            pipe.execute_command(*calls[k])
+        for k, reply in zip(importing, pipe.execute(raise_on_error=False)[1::2], strict=True):
+            replies[k] = reply
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def _being_written(server, version: str, known: dict[str, bool]) -> bool:

@@ -36,7 +36,14 @@ import pyarrow as pa
 from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from solaris_lib.cache import pairs
-from solaris_lib.cache.connection import MAX_REDIRECTS, Nodes, send, send_packed
+from solaris_lib.cache.connection import (
+    ASKING,
+    MAX_REDIRECTS,
+    Nodes,
+    asked_node,
+    send_asking,
+    send_packed,
+)
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import CacheProtocolError, PublishError
 from solaris_lib.cache.format import CLUSTER_KEY, Codec, bucket_of, user_key_head
@@ -66,15 +73,38 @@ class WriteTarget:
     timeout_s: float = 60.0
 
 
+Command = list[bytes | memoryview]  # one packed command, as the pieces that joined make it
+
+
 @dataclass
 class _NodeBuffer:
-    """Commands waiting for one master, with each user's hash tag (to re-route them)."""
+    """Commands waiting for one master, in groups on one key each, with each group's user's
+    hash tag (to re-route them). ``asking``: every command goes after an ``ASKING`` (the
+    keys' slot is being imported by this master: its source answered ``-ASK``)."""
 
-    parts: list[list[bytes | memoryview]] = field(default_factory=list)  # commands on a key
+    groups: list[list[Command]] = field(default_factory=list)  # commands on one key
     tags: list[str] = field(default_factory=list)
-    replies: list[int] = field(default_factory=list)  # replies of each part
-    counted: list[bool] = field(default_factory=list)  # the part ends with the key's HLEN
+    counted: list[bool] = field(default_factory=list)  # the group ends with the key's HLEN
+    asking: bool = False
     size: int = 0
+
+    def add(self, tag: str, commands: list[Command], counted: bool) -> None:
+        self.groups.append(commands)
+        self.tags.append(tag)
+        self.counted.append(counted)
+        self.size += sum(len(piece) for command in commands for piece in command)
+
+    def replies(self) -> list[int]:
+        """The replies of each group (an ASKING's included)."""
+        per = 2 if self.asking else 1
+        return [per * len(commands) for commands in self.groups]
+
+    def payload(self) -> bytes:
+        """Every group's commands in order, each after an ``ASKING`` when ``asking``."""
+        commands = chain.from_iterable(self.groups)
+        if self.asking:
+            commands = ((ASKING, *command) for command in commands)
+        return b"".join(chain.from_iterable(commands))
 
 
 @dataclass
@@ -166,28 +196,23 @@ class PartitionWriter:
         ttl = b"$%d\r\n%d\r\n" % (len(str(self.target.ttl_s)), self.target.ttl_s)
         for k, (tag, key) in enumerate(zip(tags, keys, strict=True)):
             name = b"$%d\r\n%s\r\n" % (len(key), key)
-            tail = (b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nNX\r\n"
-                    b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nGT\r\n*2\r\n$4\r\nHLEN\r\n%s"
-                    % (name, ttl, name, ttl, name))
+            tail = [[b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nNX\r\n" % (name, ttl)],
+                    [b"*4\r\n$6\r\nEXPIRE\r\n%s%s$2\r\nGT\r\n" % (name, ttl)],
+                    [b"*2\r\n$4\r\nHLEN\r\n%s" % name]]
             node = self.nodes.node_for_tag(tag)
             if k in samples:
                 self.samples.setdefault(node, []).append(samples[k])
             hsets = commands[first[k]:first[k] + batches[k]]
             for hset in hsets[:-1]:
-                self._buffer(node, tag, hset, 1, False)
-            self._buffer(node, tag, [*hsets[-1], tail], 4, True)
+                self._buffer(node, tag, [hset], False)
+            self._buffer(node, tag, [hsets[-1], *tail], True)
 
-    def _buffer(self, node: str, tag: str, command: list[bytes | memoryview], replies: int,
-                counted: bool) -> None:
-        """Commands on one key (the pieces of ``command``, ``replies`` replies; ``counted``:
-        the last is the key's HLEN) into the buffer of ``node``, the master owning ``tag``
-        (the user's decimal id); sent when the buffer reaches ``pipeline_bytes``."""
+    def _buffer(self, node: str, tag: str, commands: list[Command], counted: bool) -> None:
+        """Commands on one key (``counted``: the last is the key's HLEN) into the buffer of
+        ``node``, the master owning ``tag`` (the user's decimal id); sent when the buffer
+        reaches ``pipeline_bytes``."""
         buffer = self.buffers.setdefault(node, _NodeBuffer())
-        buffer.parts.append(command)
-        buffer.tags.append(tag)
-        buffer.replies.append(replies)
-        buffer.counted.append(counted)
-        buffer.size += sum(map(len, command))
+        buffer.add(tag, commands, counted)
         if buffer.size >= self.target.pipeline_bytes:
             self._flush(node)
 
@@ -196,13 +221,13 @@ class PartitionWriter:
         :data:`SENDS_IN_FLIGHT` are queued), so the next users are encoded while Redis runs
         these commands."""
         buffer = self.buffers.pop(node, None)
-        if buffer is None or not buffer.parts:
+        if buffer is None or not buffer.groups:
             return
         if len(self.in_flight) >= SENDS_IN_FLIGHT:
             self._settle_oldest()
-        payload = _join(buffer.parts)
+        payload = buffer.payload()
         future = self.sender.submit(send_packed, self.nodes.pool(node), [payload],
-                                    sum(buffer.replies))
+                                    sum(buffer.replies()))
         self.in_flight.append((node, buffer, len(payload), future))
 
     def _settle_oldest(self) -> None:
@@ -215,31 +240,37 @@ class PartitionWriter:
         self.counts["bytes_sent"] += size
         errors = [r for r in replies if isinstance(r, ResponseError)]
         if not errors:
-            ends = np.cumsum(buffer.replies) - 1  # each group's last reply: HLEN when counted
+            ends = np.cumsum(buffer.replies()) - 1  # each group's last reply: HLEN if counted
             self.counts["fields_on_server"] += sum(
                 replies[end] for end, counted in zip(ends.tolist(), buffer.counted, strict=True)
                 if counted)
             return
-        moved = isinstance(errors[0], AskError | TryAgainError)
-        if not moved or attempt >= MAX_REDIRECTS:
-            raise PublishError(f"Redis at {node} refused a write: {errors[0]}")
-        self._reroute(buffer, attempt)
+        redirected = all(isinstance(e, AskError | TryAgainError) for e in errors)
+        if not redirected or attempt >= MAX_REDIRECTS:
+            refused = next((e for e in errors if not isinstance(e, AskError | TryAgainError)),
+                           errors[0])
+            raise PublishError(f"Redis at {node} refused a write: {refused}")
+        self._reroute(buffer, replies, attempt)
 
-    def _reroute(self, buffer: _NodeBuffer, attempt: int) -> None:
-        """The cluster moved slots: reload the map and resend (HSET/EXPIRE are idempotent)."""
-        self.nodes.refresh()
-        targets: dict[str, _NodeBuffer] = {}
-        for tag, command, replies, counted in zip(buffer.tags, buffer.parts, buffer.replies,
-                                                  buffer.counted, strict=True):
-            target = targets.setdefault(self.nodes.node_for_tag(tag), _NodeBuffer())
-            target.parts.append(command)
-            target.tags.append(tag)
-            target.replies.append(replies)
-            target.counted.append(counted)
-        for node, target in targets.items():
-            payload = _join(target.parts)
-            replies = send_packed(self.nodes.pool(node), [payload], sum(target.replies))
-            self._check(node, target, len(payload), replies, attempt + 1)
+    def _reroute(self, buffer: _NodeBuffer, replies: list, attempt: int) -> None:
+        """Slots moved or are moving: a group answered ``-ASK`` goes to the importing master
+        after ``ASKING`` (the slot map still names the source until the migration ends), the
+        others to their owner by the reloaded map; resent whole (HSET, EXPIRE NX/GT and HLEN
+        are idempotent)."""
+        ends = np.cumsum(buffer.replies()).tolist()
+        asked = [asked_node(replies[start:end])
+                 for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+        if not all(asked):
+            self.nodes.refresh()
+        targets: dict[tuple[str, bool], _NodeBuffer] = {}
+        for k, tag in enumerate(buffer.tags):
+            route = (asked[k], True) if asked[k] else (self.nodes.node_for_tag(tag), False)
+            target = targets.setdefault(route, _NodeBuffer(asking=route[1]))
+            target.add(tag, buffer.groups[k], buffer.counted[k])
+        for (node, _), target in targets.items():
+            payload = target.payload()
+            answers = send_packed(self.nodes.pool(node), [payload], sum(target.replies()))
+            self._check(node, target, len(payload), answers, attempt + 1)
 
     def finish(self) -> dict:
         """Write the last user, flush, count and read back; the task's stats."""
@@ -269,28 +300,38 @@ class PartitionWriter:
                                f"task in more than one run (the input changed between the "
                                f"survey and the write?); rerun the publish")
 
-    def _exchange(self, node: str, commands: list[tuple]) -> list:
-        replies = send(self.nodes.pool(node), commands)
-        errors = [r for r in replies if isinstance(r, ResponseError)]
-        if errors:
-            raise CacheProtocolError(f"Redis at {node}: {errors[0]}")
-        return replies
-
-    def _read_back(self, node: str, samples: list[_Sample]) -> None:
+    def _read_back(self, node: str, samples: list[_Sample], asking: bool = False,
+                   attempt: int = 0) -> None:
+        """Read the samples of ``node`` back and compare them; a sample answered ``-ASK`` or
+        ``-MOVED`` is read again where the cluster points (at most MAX_REDIRECTS times)."""
         commands = [("HMGET", s.key, *s.items.tolist()) for s in samples]
-        for sample, stored in zip(samples, self._exchange(node, commands), strict=True):
-            sent = [row.tobytes() for row in sample.sent]
-            decoded, hit, _ = self.codec.decode(stored)
-            reference = np.ascontiguousarray(sample.sent).view("<f2").astype(np.float32)
-            same = (np.array([a == b for a, b in zip(stored, sent, strict=True)]) & hit
-                    & (decoded == reference).all(axis=1))
-            self.counts["verified"] += len(same)
-            self.counts["mismatched"] += len(same) - int(same.sum())
+        replies = send_asking(self.nodes.pool(node), commands, asking)
+        moved: dict[tuple[str, bool], list[_Sample]] = {}
+        refreshed = False
+        for sample, stored in zip(samples, replies, strict=True):
+            if not isinstance(stored, ResponseError):
+                self._compare(sample, stored)
+                continue
+            if not isinstance(stored, AskError | TryAgainError) or attempt >= MAX_REDIRECTS:
+                raise CacheProtocolError(f"Redis at {node}: {stored}")
+            ask = asked_node([stored])
+            if ask is None and not refreshed:
+                self.nodes.refresh()
+                refreshed = True
+            route = (ask, True) if ask else (self.nodes.node_for_tag(sample.key.decode()), False)
+            moved.setdefault(route, []).append(sample)
+        for (target, ask), redo in moved.items():
+            self._read_back(target, redo, ask, attempt + 1)
 
-
-def _join(commands: list[list[bytes | memoryview]]) -> bytes:
-    """One payload of the keys' commands (each a list of pieces), in order."""
-    return b"".join(chain.from_iterable(commands))
+    def _compare(self, sample: _Sample, stored: list) -> None:
+        """Count one sample's pairs read back: equal bytes and, decoded, equal values."""
+        sent = [row.tobytes() for row in sample.sent]
+        decoded, hit, _ = self.codec.decode(stored)
+        reference = np.ascontiguousarray(sample.sent).view("<f2").astype(np.float32)
+        same = (np.array([a == b for a, b in zip(stored, sent, strict=True)]) & hit
+                & (decoded == reference).all(axis=1))
+        self.counts["verified"] += len(same)
+        self.counts["mismatched"] += len(same) - int(same.sum())
 
 
 def write_rows(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]],

@@ -9,6 +9,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from solaris_lib.cache.format import RETAINED_TTL_S
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import Backoff, CircuitBreaker, SolarisClient
 from tests.integration.cache.conftest import (
@@ -69,6 +70,45 @@ def test_lookups_follow_a_slot_being_migrated_and_moved(published):
         assert client.lookup(user, items).hit.all()
         assert client.lookup(user, items).hit.all()
         assert client.stats().errors == 0
+
+
+def test_a_publish_during_a_slot_migration_follows_ask(published, spark, tmp_path_factory):
+    """A reshard in progress: a slot MIGRATING on its owner and IMPORTING on another master,
+    its keys moved. A new version's keys of that slot do not exist on the source, so each of
+    its writes, read-backs and retain commands is answered -ASK (or -MOVED by the importing
+    master without ASKING): the publish follows them there, and the lookups follow too."""
+    from solaris_lib.config import load_settings
+
+    url, servers, _, table, _ = published
+    users = sorted(set(table["user_id"].to_pylist()))
+    taken = key_slot(str(users[0]).encode())  # the slot the test above migrated
+    user = next(u for u in users if key_slot(str(u).encode()) != taken)
+    slot = key_slot(str(user).encode())
+    source, target = _owner_and_other(servers, slot)
+    settings = load_settings(data_root=str(tmp_path_factory.mktemp("migrating")),
+                             redis_url=url, redis_key_prefix="solaris-migrating")
+    write_embeddings(settings, table)
+    _migrate(source, target, slot, settle=False)
+    try:
+        report = publish(spark, settings, INTERVAL, PublishConfig(verify_sample=10**6))
+        assert (report.status, report.pairs) == ("published", 480)  # every pair read back
+        importing = redis.Redis(port=target.port)
+        keys = list(importing.scan_iter(f"solaris-migrating:e:{report.version}:{{{user}}}:*"))
+        pipe = importing.pipeline(transaction=False)
+        for key in keys:
+            pipe.execute_command("ASKING")
+            pipe.ttl(key)
+        assert keys and all(ttl > RETAINED_TTL_S - 3600 for ttl in pipe.execute()[1::2])
+        by_user: dict[int, list[int]] = {}
+        for u, item in expected_vectors(table):
+            by_user.setdefault(u, []).append(item)
+        with SolarisClient.from_url(url, key_prefix=settings.redis_key_prefix,
+                                    timeout_ms=1000) as client:
+            assert client.version == report.version
+            assert all(client.lookup(u, items).hit.all() for u, items in by_user.items())
+            assert client.stats().errors == 0
+    finally:
+        _settle(servers, target, slot)
 
 
 def _node_id(port):

@@ -48,24 +48,26 @@ def test_executor_contract_errors_are_parsed_from_spark_text():
 REDIS_COMMANDS = {"GET", "SET", "SETEX", "MSET", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "HSET",
                   "HMSET", "HDEL", "HGET", "HMGET", "HLEN", "HGETALL", "HSCAN", "SCAN",
                   "EVAL", "EVALSHA", "MULTI", "EXEC", "INFO", "CONFIG", "PING", "CLUSTER",
-                  "XADD", "RENAME", "COPY", "FLUSHDB", "FLUSHALL"}
+                  "XADD", "RENAME", "COPY", "FLUSHDB", "FLUSHALL", "ASKING"}
 
 
 def test_the_access_check_covers_every_command_the_publisher_sends():
     root = Path(__file__).resolve().parents[3] / "solaris_lib" / "cache"
     words = set()
-    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "fallback.py"):
+    for name in ("publish.py", "server.py", "writer.py", "pairs.py", "fallback.py",
+                 "retain.py", "connection.py"):
         words |= set(re.findall(r"\b[A-Z]{3,8}\b", (root / name).read_text()))
     sent = words & REDIS_COMMANDS
     assert {"HSET", "EXPIRE", "EVAL", "INFO", "HMGET"} <= sent  # the scan sees the writer
     checked = set(re.findall(r"\{'([A-Z]+)'", CHECK_SCRIPT))
-    optional = {"CONFIG", "CLUSTER", "PING", "EVAL"}  # EVAL: the check itself runs as one
+    optional = {"CONFIG", "CLUSTER", "ASKING", "PING", "EVAL"}  # EVAL: the check runs as one
     assert sent - optional <= checked, sent - optional - checked
     assert all(f"+{c.lower()}" in NEEDED for c in checked | {"EVAL", "PING"})
 
 
 def test_one_probe_tag_per_master():
-    assert master_tags(["h:1"], lambda tag: "h:1") == {"h:1": "0"}
+    assert master_tags(["h:1"], lambda tag: "h:1") == {"h:1": ["0"]}
+    assert master_tags(["h:1"], lambda tag: "h:1", 3) == {"h:1": ["0", "1", "2"]}
     owners = {range(0, 5461): "h:7000", range(5461, 10923): "h:7001",
               range(10923, 16384): "h:7002"}
 
@@ -75,6 +77,6 @@ def test_one_probe_tag_per_master():
 
     found = master_tags(list(owners.values()), owner)
     assert sorted(found) == ["h:7000", "h:7001", "h:7002"]
-    for node, tag in found.items():
+    for node, [tag] in found.items():
         assert owner(tag) == node
         assert all(owner(str(smaller)) != node for smaller in range(int(tag)))
