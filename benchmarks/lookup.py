@@ -7,10 +7,11 @@ calls. In the same run and on the same keys, calls alternating so that noise hit
   decode to float32 (200, 64), hit mask);
 * ``floor``: redis-py's ``Pipeline`` (hiredis) fetching the same bytes with the same HMGETs in
   one round trip, nothing decoded: the raw Redis floor;
-* ``lean``: the same commands as one hand-rolled exchange on a pooled redis-py connection
-  (``solaris_lib.cache.connection.send``: pack, one write, read the replies), nothing decoded:
-  the candidate for a hand-written lookup path, which the client may use only while
-  ``lean_gain_p50`` = 1 - lean / floor at p50 is at least 0.15 (it uses redis-py otherwise);
+* ``lean``: the client's own exchange without the decode: the same commands packed by hiredis
+  and sent on a pooled redis-py connection (``solaris_lib.cache.connection.send``, what
+  ``SolarisClient`` sends). A hand-written path beside redis-py's ``Pipeline`` is kept only
+  while ``lean_gain_p50`` = 1 - lean / floor at p50 is at least 0.15
+  (``hand_written_lookup_path_justified``);
 * ``online_fm``: the foundation model (default size) scoring the same 200 pairs on this CPU
   through its serving path (:func:`online_fm_latencies`).
 

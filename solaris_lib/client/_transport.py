@@ -7,12 +7,13 @@ an error reply is an exception instance in its place, and a failure to get any r
 :class:`CacheError` (a timeout :class:`CacheTimeoutError`, a connection problem
 :class:`CacheConnectionError`).
 
-* :class:`RedisTransport`: redis-py (with hiredis) pipelines, one client per timeout:
-  ``timeout_ms`` for lookups and ``background_timeout_ms`` for everything else (``Redis``, or
-  ``RedisCluster`` whose pipelines follow ``MOVED`` and ``ASK``). ``benchmarks/lookup.py``
-  measures redis-py's ``Pipeline`` against a leaner exchange on redis-py's connections for the
-  same request: the lean one saved about 10 % at p50, under the 15 % that would justify a
-  second path, so lookups use redis-py's ``Pipeline``;
+* :class:`RedisTransport`: redis-py (with hiredis) clients, one per timeout: ``timeout_ms`` for
+  lookups and ``background_timeout_ms`` for everything else (``Redis``, or ``RedisCluster``
+  whose pipelines follow ``MOVED`` and ``ASK``). A lookup is one exchange on a pooled
+  connection of the node's client, packed by hiredis (:func:`~solaris_lib.cache.connection.
+  send`): ``benchmarks/lookup.py`` measures it against redis-py's ``Pipeline`` of the same
+  commands, which costs more than 15 % more at p50 (its wrapper checks each of 200 arguments
+  in Python, and builds a pipeline object per call); background commands use pipelines;
 * :class:`MockTransport`: a handler function answers each command in-process, for unit tests
   (the model is httpx's ``MockTransport``); :class:`InMemoryRedis` is such a handler with the
   few commands the client sends, over dicts.
@@ -29,7 +30,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import AskError, ResponseError, TryAgainError
 
-from solaris_lib.cache.connection import Command, connect, translated
+from solaris_lib.cache.connection import Command, connect, send, translated
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import CacheConnectionError
 
@@ -109,17 +110,17 @@ class RedisTransport(Transport):
 
     def lookup(self, tag: str, commands: Sequence[Command]) -> list:
         """One round trip to the node owning ``tag``, whose slot all of a lookup's keys share.
-        On a cluster that is a plain pipeline to that node (a stalled node costs one timeout:
+        On a cluster that is a plain exchange with that node (a stalled node costs one timeout:
         redis-py's cluster pipeline would resend each timed-out command on its own); a slot
         that moved or is moving (MOVED, ASK, TRYAGAIN) goes again through the cluster pipeline,
         which follows redirections, and asks for a reload of the slot map."""
         client = self._client(fast=True)
         if not isinstance(client, RedisCluster):
-            return self._pipeline(client, commands)
+            return send(client.connection_pool, commands)
         with translated(f"routing hash tag {tag}"):
             node = client.nodes_manager.get_node_from_slot(key_slot(tag.encode()))
             owner = client.get_redis_connection(node)
-        replies = self._pipeline(owner, commands)
+        replies = send(owner.connection_pool, commands)
         if any(isinstance(r, (AskError, TryAgainError)) for r in replies):
             self.mark_stale()
             replies = self._pipeline(client, commands)
