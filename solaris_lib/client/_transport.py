@@ -87,6 +87,7 @@ class RedisTransport(Transport):
         self._lock = threading.Lock()
         self._clients: tuple[redis.Redis | RedisCluster, ...] | None = None
         self._stale = True
+        self._closed = False  # a closed transport never connects again
 
     @classmethod
     def from_url(cls, url: str, timeout_ms: float, background_timeout_ms: float
@@ -174,6 +175,8 @@ class RedisTransport(Transport):
 
     def refresh(self) -> None:
         with self._lock:
+            if self._closed:  # a background thread that outlived close() must not reconnect
+                raise CacheConnectionError(f"{self.endpoint.redacted()}: the client is closed")
             if self._clients is None:
                 self._clients = tuple(connect(self.endpoint, timeout)
                                       for timeout in self._timeouts)
@@ -188,6 +191,7 @@ class RedisTransport(Transport):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for client in self._clients or ():
                 client.close()
             self._clients = None

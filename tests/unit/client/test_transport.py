@@ -51,3 +51,15 @@ def test_error_replies_stay_in_place():
     wrongtype = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
     replies = _transport()._pipeline(Client([[b"v"], wrongtype]), [("HMGET", "k", 1)] * 2)
     assert replies == [[b"v"], wrongtype]
+
+
+def test_a_closed_transport_never_connects_again():
+    """The client's close() waits 5 s for its background thread; one still busy afterwards (a
+    slow table load, a seed that does not answer) must not open connections nobody closes."""
+    transport = _transport()
+    transport.refresh()  # builds the clients (redis-py connects lazily)
+    transport.close()
+    with pytest.raises(CacheConnectionError, match="closed"):
+        transport.refresh()
+    with pytest.raises(CacheConnectionError, match="not connected"):
+        transport.lookup("1", [("HMGET", "k", 1)])
