@@ -27,16 +27,18 @@ NEEDED = ("+ping +info +get +set +hset +hgetall +hmget +hlen +expire +ttl +scan 
           "(+select where the URL names a database other than 0; +cluster|slots +asking on "
           "Redis Cluster; no CONFIG)")
 TAGS_PER_MASTER = 8  # probe tags tried per master: a slot being migrated answers -ASK
-# KEYS[1]: a hash like a user's or a manifest; KEYS[2]: a string like the alias. Returns nil
-# when every command is allowed, else {command, key} of the first refused one.
+# KEYS[1]: a hash like a user's or a manifest; KEYS[2]: a string like the alias; ARGV[1]: "1"
+# on a cluster (ASKING is checked too). Returns nil when every command is allowed, else
+# {command, key} of the first refused one.
 CHECK_SCRIPT = """
 local h, s = KEYS[1], KEYS[2]
 local checks = {
   {'INFO', 'memory'}, {'HSET', h, '1', 'v'}, {'EXPIRE', h, '60', 'NX'}, {'HLEN', h},
   {'HMGET', h, '1'}, {'HGETALL', h}, {'TTL', h}, {'GET', s}, {'SET', s, 'v'}, {'SCAN', '0'},
 }
+if ARGV[1] == '1' then table.insert(checks, {'ASKING'}) end
 for _, c in ipairs(checks) do
-  if not redis.acl_check_cmd(unpack(c)) then return {c[1], c[2]} end
+  if not redis.acl_check_cmd(unpack(c)) then return {c[1], c[2] or '-'} end
 end
 return nil
 """
@@ -67,7 +69,7 @@ def check_publisher_access(server) -> None:
     nodes = server.nodes()
     clients = dict(server.masters())
     for name, tags in master_tags(list(clients), nodes.node_for_tag, TAGS_PER_MASTER).items():
-        refused = _check_master(clients[name], name, server.prefix, tags)
+        refused = _check_master(clients[name], name, server.prefix, tags, nodes.cluster)
         if refused is not None:
             raise PublishPermissionError(
                 f"Redis user {user!r} at {name} may not run {refused[0]} on {refused[1]}: "
@@ -76,7 +78,8 @@ def check_publisher_access(server) -> None:
     log.info("Redis user %r may run every publisher command on %s:*", user, server.prefix)
 
 
-def _check_master(client, name: str, prefix: str, tags: list[str]) -> tuple | None:
+def _check_master(client, name: str, prefix: str, tags: list[str],
+                  cluster: bool) -> tuple | None:
     """``(command, key, why)`` of the first command the user may not run on master ``name``,
     probed on the first of ``tags`` whose slot is not being migrated; None when all may run
     (or when the master cannot tell: logged)."""
@@ -84,7 +87,7 @@ def _check_master(client, name: str, prefix: str, tags: list[str]) -> tuple | No
         key = probe_key(prefix, tag)
         try:
             with translated(f"checking permissions on {name}"):
-                reply = client.eval(CHECK_SCRIPT, 2, key, f"{key}:s")
+                reply = client.eval(CHECK_SCRIPT, 2, key, f"{key}:s", "1" if cluster else "0")
         except CacheProtocolError as exc:
             if isinstance(exc.__cause__, AskError):  # the slot is moving: another tag
                 continue

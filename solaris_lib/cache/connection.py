@@ -4,8 +4,8 @@
   ``+cluster`` scheme) for administration, the misses stream and other single commands;
 * :class:`Nodes`: redis-py connection pools per master and redis-py's slot map, for the
   publisher's writer, which sends large pipelines of already packed commands to the master of
-  each user (:func:`send_packed`; :func:`send` packs with redis-py) and reads every reply with
-  redis-py's parser.
+  each user (:func:`send_packed`; :func:`send` packs with hiredis, also for the lookup client)
+  and reads every reply with redis-py's parser.
 
 redis-py's exceptions become the cache's (:mod:`solaris_lib.cache.errors`) here, so callers
 see one exception tree: a timeout is :class:`CacheTimeoutError`, a refused, reset or

@@ -131,6 +131,9 @@ def _failure_message(run: _Run, exc: Exception) -> str:
     return f"publish of {run.interval} failed during {phase}: {exc}; {served}"
 
 
+MIN_TTL_LEFT_S = 60  # a version with less of its keys' TTL left (or half) is not served
+
+
 class _Run:
     """The state of one publish, phase by phase."""
 
@@ -411,8 +414,13 @@ class _Run:
     def _switch(self, report: PublishReport, manifest: Manifest) -> None:
         final = replace(manifest, pairs=report.pairs, users=report.users,
                         cluster_pairs=report.cluster_pairs, state=STATE_COMPLETE)
-        elapsed = math.ceil(time.monotonic() - self._written_from)
-        self.server.complete_manifest(final, self.ttl_s - elapsed)
+        left = self.ttl_s - math.ceil(time.monotonic() - self._written_from)
+        if left < min(MIN_TTL_LEFT_S, self.ttl_s // 2):
+            raise PublishError(
+                f"version {report.version} was written and checked in more than its TTL allows "
+                f"({self.ttl_s} s, {max(left, 0)} s left): its first keys expire before readers "
+                f"could use it; the alias was not switched. Rerun with a longer ttl_s.")
+        self.server.complete_manifest(final, left)
         self.alias_sent = True
         report.served_version, report.failover_version = self.server.switch_alias(
             report.version, self.config.force)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from redis.exceptions import MovedError
+from redis.exceptions import AskError, TryAgainError
 
 from solaris_lib.cache.connection import translated
 from solaris_lib.cache.errors import CacheFormatError
@@ -111,7 +111,7 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
     versions = [(key, version_in_key(key)) for key in keys]
     kept = [key for key, version in versions if version in keep]
     others = [key for key, version in versions if version and version not in keep]
-    replies = _pipelined(client, [("EXPIRE", key, RETAINED_TTL_S, "GT") for key in kept]
+    replies = _pipelined(server, client, [("EXPIRE", key, RETAINED_TTL_S, "GT") for key in kept]
                          + [("TTL", key) for key in others])
     done.retained_keys += len(kept)
     ttls = replies[len(kept):]
@@ -122,27 +122,24 @@ def _retain_page(server, client, keys: list[str], keep: set[str], grace_s: int,
         retiring = [key for key in retiring if version_in_key(key) not in kept_now
                     and not _being_written(server, version_in_key(key), writing)]
     if retiring:
-        _pipelined(client, [("EXPIRE", key, grace_s) for key in retiring])
+        _pipelined(server, client, [("EXPIRE", key, grace_s) for key in retiring])
         done.retired_keys += len(retiring)
 
 
-def _pipelined(client, calls: list[tuple]) -> list:
+def _pipelined(server, client, calls: list[tuple]) -> list:
     """The replies of ``calls`` (``(command, *arguments)``) sent in one pipeline to ``client``,
-    a master that SCAN found their keys on. A key in a slot the master is importing (a slot
-    migration in progress) is refused with ``-MOVED`` unless the command follows an
-    ``ASKING``: those calls are sent again so. Another error reply is raised."""
+    a master that SCAN found their keys on. During a slot migration a key may answer a
+    redirection: ``-MOVED`` from the master importing its slot (it serves it only after
+    ``ASKING``), ``-ASK`` from the source once the key has moved, ``-MOVED`` from the old owner
+    once the slot has: those calls go again, one by one, through the server's cluster client,
+    which follows redirections (with ``ASKING``). Another error reply is raised."""
     pipe = client.pipeline(transaction=False)
     for call in calls:
         pipe.execute_command(*call)
     replies = pipe.execute(raise_on_error=False)
-    importing = [k for k, reply in enumerate(replies) if isinstance(reply, MovedError)]
-    if importing:
-        pipe = client.pipeline(transaction=False)
-        for k in importing:
-            pipe.execute_command("ASKING")
-            pipe.execute_command(*calls[k])
-        for k, reply in zip(importing, pipe.execute(raise_on_error=False)[1::2], strict=True):
-            replies[k] = reply
+    for k, reply in enumerate(replies):
+        if isinstance(reply, AskError | TryAgainError):  # MovedError is an AskError
+            replies[k] = server.client.execute_command(*calls[k])
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply

@@ -39,17 +39,20 @@ redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX')
 redis.call('EXPIRE', KEYS[1], ARGV[1], 'GT')
 return 1
 """
-# Sets a manifest's state to complete (its fields ARGV[2] ...; a manifest complete already keeps
+# Sets a manifest's state to complete (its fields ARGV[3] ...; a manifest complete already keeps
 # its own) and its TTL to ARGV[1]: the seconds left of the TTL its publisher's keys got, counted
 # from before its first key was written, so the manifest never outlives a key of the version (a
-# rerun that finds it complete can trust the keys are there). A retained manifest (no TTL) keeps
-# none.
+# rerun that finds it complete can trust the keys are there). A retained manifest (no TTL, or a
+# TTL above ARGV[2], the longest a version being written gets: a served or failover version's)
+# keeps its TTL.
 COMPLETE_MANIFEST = """
 local ttl = redis.call('TTL', KEYS[1])
 if redis.call('HMGET', KEYS[1], 'state')[1] ~= 'complete' then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 end
-if ttl ~= -1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+if ttl == -2 or (ttl >= 0 and ttl <= tonumber(ARGV[2])) then
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+end
 return 1
 """
 EVICTING = ("allkeys-", "volatile-")  # maxmemory-policy prefixes that may drop cached pairs
@@ -108,13 +111,14 @@ class CacheServer:
         with translated(f"writing manifest {key}"):
             return bool(self.client.eval(WRITE_MANIFEST, 1, key, manifest.ttl_s, *fields))
 
-    def complete_manifest(self, manifest: Manifest, ttl_s: int) -> None:
+    def complete_manifest(self, manifest: Manifest, left_s: int) -> None:
         """Mark ``manifest`` complete (a manifest complete already keeps its fields) and give it
-        ``ttl_s`` (a retained one keeps none): the seconds left of its keys' TTL."""
+        ``left_s`` (>= 1), the seconds left of its keys' TTL; a retained manifest (a TTL above
+        the version's ``ttl_s``, or none) keeps its own."""
         key = manifest_key(self.prefix, manifest.version)
         fields = [part for pair in manifest.to_fields().items() for part in pair]
         with translated(f"completing manifest {key}"):
-            self.client.eval(COMPLETE_MANIFEST, 1, key, max(1, ttl_s), *fields)
+            self.client.eval(COMPLETE_MANIFEST, 1, key, left_s, manifest.ttl_s, *fields)
 
     def switch_alias(self, version: str, force: bool = False) -> tuple[str, str | None]:
         """Atomically point the alias at ``version`` (the version it named becomes the

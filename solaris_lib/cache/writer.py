@@ -238,33 +238,39 @@ class PartitionWriter:
     def _check(self, node: str, buffer: _NodeBuffer, size: int, replies: list,
                attempt: int) -> None:
         self.counts["bytes_sent"] += size
-        errors = [r for r in replies if isinstance(r, ResponseError)]
-        if not errors:
-            ends = np.cumsum(buffer.replies()) - 1  # each group's last reply: HLEN if counted
+        ends = np.cumsum(buffer.replies()).tolist()  # each group's last reply: HLEN if counted
+        if not any(isinstance(r, ResponseError) for r in replies):
             self.counts["fields_on_server"] += sum(
-                replies[end] for end, counted in zip(ends.tolist(), buffer.counted, strict=True)
+                replies[end - 1] for end, counted in zip(ends, buffer.counted, strict=True)
                 if counted)
             return
-        redirected = all(isinstance(e, AskError | TryAgainError) for e in errors)
-        if not redirected or attempt >= MAX_REDIRECTS:
+        redirected: list[tuple[int, str | None]] = []  # (group, the node an -ASK names)
+        for k, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+            group = replies[start:end]
+            errors = [r for r in group if isinstance(r, ResponseError)]
+            if not errors:
+                self.counts["fields_on_server"] += group[-1] if buffer.counted[k] else 0
+                continue
             refused = next((e for e in errors if not isinstance(e, AskError | TryAgainError)),
-                           errors[0])
-            raise PublishError(f"Redis at {node} refused a write: {refused}")
-        self._reroute(buffer, replies, attempt)
+                           None)
+            if refused is not None or attempt >= MAX_REDIRECTS:
+                raise PublishError(f"Redis at {node} refused a write: {refused or errors[0]}")
+            redirected.append((k, asked_node(group)))
+        self._reroute(buffer, redirected, attempt)
 
-    def _reroute(self, buffer: _NodeBuffer, replies: list, attempt: int) -> None:
-        """Slots moved or are moving: a group answered ``-ASK`` goes to the importing master
-        after ``ASKING`` (the slot map still names the source until the migration ends), the
-        others to their owner by the reloaded map; resent whole (HSET, EXPIRE NX/GT and HLEN
-        are idempotent)."""
-        ends = np.cumsum(buffer.replies()).tolist()
-        asked = [asked_node(replies[start:end])
-                 for start, end in zip([0, *ends[:-1]], ends, strict=True)]
-        if not all(asked):
+    def _reroute(self, buffer: _NodeBuffer, redirected: list[tuple[int, str | None]],
+                 attempt: int) -> None:
+        """Slots moved or are moving: each ``redirected`` group (``(index, node)``) answered
+        ``-ASK`` goes to the importing master ``node`` after ``ASKING`` (the slot map still
+        names the source until the migration ends), one answered ``-MOVED`` or ``-TRYAGAIN``
+        to its owner by the reloaded map; resent whole (HSET, EXPIRE NX/GT and HLEN are
+        idempotent)."""
+        if not all(node for _, node in redirected):
             self.nodes.refresh()
         targets: dict[tuple[str, bool], _NodeBuffer] = {}
-        for k, tag in enumerate(buffer.tags):
-            route = (asked[k], True) if asked[k] else (self.nodes.node_for_tag(tag), False)
+        for k, asked in redirected:
+            tag = buffer.tags[k]
+            route = (asked, True) if asked else (self.nodes.node_for_tag(tag), False)
             target = targets.setdefault(route, _NodeBuffer(asking=route[1]))
             target.add(tag, buffer.groups[k], buffer.counted[k])
         for (node, _), target in targets.items():

@@ -111,6 +111,32 @@ def test_a_publish_during_a_slot_migration_follows_ask(published, spark, tmp_pat
         _settle(servers, target, slot)
 
 
+def test_retain_follows_a_key_that_moves_between_its_scan_and_its_expire(published):
+    """A reshard moves keys while a retain pass runs: the source answers -ASK for a key
+    that has moved, the importing master -MOVED (without ASKING), the old owner -MOVED once
+    the slot has moved; the pass follows each through the cluster client."""
+    from solaris_lib.cache.retain import _pipelined
+    from solaris_lib.cache.server import CacheServer
+
+    url, servers, prefix, table, report = published
+    users = sorted(set(table["user_id"].to_pylist()))
+    taken = {key_slot(str(u).encode()) for u in users[:2]}  # the slots the tests above moved
+    user = next(u for u in users if key_slot(str(u).encode()) not in taken)
+    slot = key_slot(str(user).encode())
+    source, target = _owner_and_other(servers, slot)
+    key = next(redis.Redis(port=source.port).scan_iter(f"{prefix}:e:*:{{{user}}}:*"))
+    with CacheServer(url, prefix) as server:
+        clients = {int(name.rsplit(":", 1)[1]): client for name, client in server.masters()}
+        _migrate(source, target, slot, settle=False)
+        try:
+            for port in (source.port, target.port):  # -ASK, then -MOVED without ASKING
+                assert _pipelined(server, clients[port], [("TTL", key)])[0] > 0
+        finally:
+            _settle(servers, target, slot)
+        server.client.nodes_manager.initialize()
+        assert _pipelined(server, clients[source.port], [("TTL", key)])[0] > 0  # -MOVED
+
+
 def _node_id(port):
     return redis.Redis(port=port).execute_command("CLUSTER", "MYID").decode()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +20,7 @@ from solaris_lib.cache.errors import (
     PublishError,
     PublishInputError,
 )
-from solaris_lib.cache.format import RETAINED_TTL_S
+from solaris_lib.cache.format import CODEC, RETAINED_TTL_S, STATE_COMPLETE, Manifest
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.cache.rows import EXACT, NON_FINITE
 from solaris_lib.cache.server import CacheServer
@@ -117,6 +119,36 @@ def test_a_rerun_finding_its_version_complete_writes_and_checks_it_again(
     assert rerun.served_version == rerun.version == manifest.decode().split(":m:", 1)[1]
     found = lookup_all(redis_url, key_prefix, table)  # every pair a hit
     assert all(np.array_equal(found[p], w) for p, w in expected_vectors(table).items())
+
+
+def test_completing_a_manifest_never_outlives_its_keys_nor_shortens_a_retained_one(
+        redis_url, key_prefix):
+    r = redis.Redis.from_url(redis_url)
+    with CacheServer(redis_url, key_prefix) as server:
+        for retained in (False, True):
+            version = f"20260105T100000Z-{'b' if retained else 'a'}{'0' * 9}"
+            manifest = Manifest(version, "m1", CODEC, 8, 4, "", "", 10, 2, "0" * 32, 600)
+            assert server.write_manifest(manifest)
+            if retained:  # a served or failover version's: retain gave it ten years
+                r.expire(f"{key_prefix}:m:{version}", RETAINED_TTL_S)
+            server.complete_manifest(replace(manifest, state=STATE_COMPLETE), 100)
+            ttl = r.ttl(f"{key_prefix}:m:{version}")
+            assert ttl > RETAINED_TTL_S - 60 if retained else 95 <= ttl <= 100, (retained, ttl)
+            assert server.manifest(version).complete
+
+
+def test_a_version_whose_ttl_ran_out_during_its_write_is_not_switched_to(
+        spark, settings_for, redis_url, key_prefix):
+    settings = settings_for(redis_url)
+    write_embeddings(settings, embeddings_table(users=5, per_user=4))
+
+    def slow(phase: str) -> None:
+        if phase == "switch":
+            time.sleep(3)  # the write and checks took longer than the TTL allows
+
+    with pytest.raises(PublishError, match="more than its TTL allows"):
+        publish(spark, settings, INTERVAL, PublishConfig(ttl_s=4), on_phase=slow)
+    assert redis.Redis.from_url(redis_url).get(f"{key_prefix}:alias") is None
 
 
 def _bad_rows(dim):
