@@ -5,8 +5,8 @@
         [--live-window 2d] [--live-gaps 3] [--live-tail-share 0.02]
         [--scorer auto|learned|heuristic]
 
-Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors at or
-before KEY, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
+Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors fitted on
+logs up to the interval's end, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 

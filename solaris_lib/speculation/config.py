@@ -150,8 +150,11 @@ class SpeculateConfig(BaseModel):
         return self.scorer in ("auto", "learned") or bool({"faiss", "item_faiss"} & set(self.sources))
 
     def user_cap(self) -> int:
-        """Most pairs kept per user (the selection cap, not the candidate pool size)."""
-        return self.max_per_user or self.budget_per_user
+        """Most pairs kept per user (the selection cap, not the candidate pool size):
+        ``max_per_user`` with a global budget, else ``budget_per_user``."""
+        if self.max_per_user and self.global_budget is not None:
+            return self.max_per_user
+        return self.budget_per_user
 
     def popular_count(self) -> int:
         return self.popular_n or self.budget_per_user

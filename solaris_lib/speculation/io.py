@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from solaris_lib.errors import EmptyInputError
-from solaris_lib.intervals import Interval, key_to_start
+from solaris_lib.intervals import key_to_start, parse_timestamp
 from solaris_lib.layout import join
 from solaris_lib.storage import atomic_folder, filesystem, is_complete
 
 log = logging.getLogger(__name__)
+TRAINED_UNTIL = "_trained_until"  # a retrieval partition's end of logs fitted on (ISO-8601)
+LEGACY_TRAINED_FOR = timedelta(days=1)  # a partition without it: the retrieval DAG's schedule
 
 
 def write_partition(df, path: str, order_by: list[str], partitions: int = 1) -> int:
@@ -53,7 +56,32 @@ def complete_keys(stage_table_root: str) -> list[str]:
     return sorted(keys)
 
 
-def newest_key_at_or_before(stage_table_root: str, interval: Interval) -> str | None:
-    """The newest complete partition whose key is <= ``interval.key`` (no ``now()``)."""
-    eligible = [k for k in complete_keys(stage_table_root) if key_to_start(k) <= interval.start]
-    return eligible[-1] if eligible else None
+def write_trained_until(folder: str, end: datetime) -> None:
+    """Mark ``folder`` (a retrieval partition being staged) as fitted on logs up to ``end``."""
+    fs, inner = filesystem(folder)
+    with fs.open_output_stream(f"{inner.rstrip('/')}/{TRAINED_UNTIL}") as out:
+        out.write(end.isoformat().encode())
+
+
+def trained_until(stage_table_root: str, key: str) -> datetime:
+    """When the logs partition ``key`` was fitted on end: its marker, or (written before the
+    marker existed) its start plus :data:`LEGACY_TRAINED_FOR`."""
+    from pyarrow import fs as pafs
+
+    fs, inner = filesystem(join(stage_table_root, f"interval={key}", TRAINED_UNTIL))
+    if fs.get_file_info(inner).type == pafs.FileType.NotFound:
+        return key_to_start(key) + LEGACY_TRAINED_FOR
+    with fs.open_input_stream(inner) as marker:
+        return parse_timestamp(marker.read().decode())
+
+
+def newest_trained_by(stage_table_root: str, end: datetime) -> str | None:
+    """The newest complete partition fitted on logs that end at or before ``end`` (no
+    ``now()``): a run, its rerun and a backfill of an interval ending at ``end`` read the same
+    vectors, and none of them saw a log row after ``end``. A partition is keyed by its start,
+    so a daily retrieval partition keyed within an hourly interval's day holds that day's
+    later hours: it is passed over until the day has ended."""
+    for key in reversed(complete_keys(stage_table_root)):
+        if key_to_start(key) < end and trained_until(stage_table_root, key) <= end:
+            return key
+    return None

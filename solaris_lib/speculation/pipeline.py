@@ -32,7 +32,12 @@ from solaris_lib.speculation.candidates import (
     seen_lists,
 )
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
-from solaris_lib.speculation.io import newest_key_at_or_before, read_partition, write_partition
+from solaris_lib.speculation.io import (
+    newest_trained_by,
+    read_partition,
+    write_partition,
+    write_trained_until,
+)
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.popular import available_measures, choose_measure
 from solaris_lib.speculation.selection import (
@@ -102,7 +107,8 @@ def run_mine(spark, layout: DataLayout, interval: Interval, config: MineConfig) 
 
 
 def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
-    """The mined tables of ``interval`` plus the newest retrieval factors at or before it."""
+    """The mined tables of ``interval`` plus the newest retrieval factors fitted on logs up to
+    its end at the latest."""
     tables = {name: read_partition(spark, layout.output(MINED, interval, name))
               for name in ("pair_stats", "item_stats", "user_stats", "cooccurrence")}
     factors = load_factors(spark, layout, interval, choice=True)
@@ -111,12 +117,14 @@ def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
 
 
 def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = False):
-    """(user_factors, item_factors) of the newest complete retrieval partition <= interval;
-    with ``choice``, (choice users, choice items) after them (None when that partition has no
-    choice vectors: written by an older version or with ``choice`` off)."""
-    key = newest_key_at_or_before(layout.stage_root(RETRIEVAL), interval)
+    """(user_factors, item_factors) of the newest complete retrieval partition fitted on logs
+    up to ``interval.end`` at the latest (:func:`io.newest_trained_by`); with ``choice``,
+    (choice users, choice items) after them (None when that partition has no choice vectors:
+    written by an older version or with ``choice`` off)."""
+    key = newest_trained_by(layout.stage_root(RETRIEVAL), interval.end)
     if key is None:
-        log.info("no retrieval factors at or before %s: faiss candidates skipped", interval.key)
+        log.info("no retrieval factors fitted on logs up to %s: faiss candidates skipped",
+                 interval.end.isoformat())
         return (None,) * (4 if choice else 2)
     base = join(layout.stage_root(RETRIEVAL), f"interval={key}")
     log.info("retrieval factors of %s", key)
@@ -147,6 +155,7 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
     with atomic_folder(layout.output(RETRIEVAL, interval)) as staging:
         for name, frame, key in zip(names, frames, ("user_id", "item_id") * 2, strict=False):
             frame.orderBy(key).coalesce(1).write.mode("overwrite").parquet(join(staging, name))
+        write_trained_until(staging, interval.end)
     for frame in (*frames, logs):
         frame.unpersist()
     log.info("retrieval %s: %s", interval.key,
@@ -267,7 +276,12 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     try:
         past = load_mined(spark, layout, previous)
         future = read_window_spark(spark, layout.logs, interval)
-        train_on = (past, future)
+        if future.limit(1).count():
+            train_on = (past, future)
+        else:  # a quiet hour: nothing to validate on (every ranking would cover 0 of 0 rows)
+            log.info("the labelled interval %s has no log rows: scored as unlabelled",
+                     interval.key)
+            past.release()
     except EmptyInputError as exc:
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)

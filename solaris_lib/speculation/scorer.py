@@ -267,12 +267,15 @@ def score(features, model: LinearScorer | None):
 def apply_budgets(scored, per_user: int, global_cap: int | None):
     """Keep each user's ``per_user`` best pairs, then the ``global_cap`` best overall.
 
-    Ties break on item id then user id, so the selection is deterministic.
+    Ties break on item id then user id, so the selection is deterministic. A null or NaN
+    score is never kept (Spark sorts NaN above every number; the validation's numpy copy,
+    :func:`selection.select`, drops it).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     best = Window.partitionBy("user_id").orderBy(F.col("score").desc(), "item_id")
+    scored = scored.filter(F.col("score").isNotNull() & ~F.isnan("score"))
     kept = scored.withColumn("rank", F.row_number().over(best)).filter(F.col("rank") <= per_user)
     if global_cap is not None:
         kept = kept.orderBy(F.col("score").desc(), "user_id", "item_id").limit(global_cap)

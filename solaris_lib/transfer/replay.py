@@ -14,8 +14,8 @@ logs, as the precompute DAG runs them:
    (the cluster, item -> cluster and item-prior tables), as ``jobs/infer_embeddings.py`` does.
 
 ``retrieval`` (:func:`~solaris_lib.speculation.pipeline.run_retrieval`) runs once, for the
-interval before the first run; every later run reads those factors (the newest at or before its
-interval), as with a retrieval job that runs less often than speculation (one ALS and one
+interval before the first run; every later run reads those factors (the newest fitted on logs
+up to its interval's end), as with a retrieval job that runs less often than speculation (one ALS and one
 choice-model fit per experiment keep the report fast).
 
 No stage of the run for ``t - 1`` reads logs at or after ``s``, and every embedding is as of

@@ -15,6 +15,7 @@ from solaris_lib.logs.reader import read_window
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.speculation.choice import fit_choice
 from solaris_lib.speculation.config import SOURCES, MineConfig, RetrievalConfig, SpeculateConfig
+from solaris_lib.speculation.io import trained_until
 from solaris_lib.speculation.pipeline import (
     history_window,
     load_factors,
@@ -129,6 +130,8 @@ def test_choice_vectors_match_a_fit_on_independently_weighted_rows(speculated, l
     assert written_y.shape == (len(item_ids), RETRIEVAL_CFG.choice_dim)
     np.testing.assert_allclose(written_x, x, atol=2e-3)
     np.testing.assert_allclose(written_y, y, atol=2e-3)
+    assert trained_until(layout.stage_root(RETRIEVAL), INTERVAL.previous().key) == \
+        INTERVAL.previous().end  # the end of the logs it was fitted on, read by the next runs
     written_b = pq.read_table(f"{base}/choice_items").column("bias").to_numpy()
     np.testing.assert_allclose(written_b, b, atol=2e-3)
 
@@ -139,3 +142,27 @@ def test_retrieval_without_the_choice_model_loads_as_none(spark, layout):
     users, items, choice_users, choice_items = load_factors(spark, layout, later, choice=True)
     assert users.count() > 0 and items.count() > 0
     assert choice_users is None and choice_items is None
+
+
+def test_a_labelled_interval_without_rows_is_scored_as_unlabelled(spark, layout):
+    """A quiet interval (no log rows: every ranking would cover 0 of 0 rows) validates
+    nothing: the run scores as one without a labelled interval, never keeping the popular
+    list for a tie at zero."""
+    end = START + timedelta(days=3)  # the tiny world's last hour ends here
+    quiet = Interval(end, end + timedelta(hours=4))
+    for interval in (quiet.previous(), quiet):
+        run_mine(spark, layout, interval, MINE)
+    report = run_speculate(spark, layout, quiet, SPEC)
+    assert (report["scorer"], report["validation"]) == ("heuristic", None)
+    assert report["pairs"] > 0
+
+
+def test_budgets_never_keep_a_nan_score(spark):
+    """Spark sorts NaN above every number; the validation's numpy selection drops it: the run's
+    budgets drop it too, so both select alike."""
+    from solaris_lib.speculation.scorer import apply_budgets
+
+    scored = spark.createDataFrame([(1, 10, float("nan")), (1, 11, 0.9), (1, 12, 0.5),
+                                    (2, 13, None)], "user_id long, item_id long, score double")
+    assert [(r.user_id, r.item_id) for r in apply_budgets(scored, 2, 10).collect()] == [
+        (1, 11), (1, 12)]

@@ -58,6 +58,8 @@ def test_selection_cap_is_apart_from_the_candidate_pools():
     config = SpeculateConfig(budget_per_user=5, max_per_user=20, global_budget=50)
     assert (config.user_cap(), config.faiss_count(), config.popular_count()) == (20, 5, 5)
     assert SpeculateConfig(budget_per_user=5).user_cap() == 5
+    # without a global budget the cap is the budget: max_per_user never raises a user's pairs
+    assert SpeculateConfig(budget_per_user=5, max_per_user=20).user_cap() == 5
 
 
 def test_faiss_pool_depth_reaches_the_config_and_is_checked():

@@ -1,0 +1,38 @@
+"""Which retrieval partition a run reads: the newest fitted on logs up to the run's end, so a
+run, its rerun and a backfill read the same vectors and none saw the logs it predicts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from solaris_lib.intervals import Interval
+from solaris_lib.speculation.io import newest_trained_by, trained_until, write_trained_until
+
+DAY = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def partition(root, start: datetime, end: datetime | None, complete: bool = True) -> None:
+    folder = root / f"interval={Interval(start, start + timedelta(days=1)).key}"
+    folder.mkdir(parents=True)
+    if complete:
+        (folder / "_SUCCESS").touch()
+    if end is not None:
+        write_trained_until(str(folder), end)
+
+
+def test_a_daily_partition_is_read_only_once_its_day_has_ended(tmp_path):
+    partition(tmp_path, DAY - timedelta(days=1), DAY)
+    partition(tmp_path, DAY, DAY + timedelta(days=1))  # fitted on the whole of day D
+    hour = Interval(DAY + timedelta(hours=5), DAY + timedelta(hours=6))
+    assert newest_trained_by(str(tmp_path), hour.end) == "20260104T000000Z"
+    assert newest_trained_by(str(tmp_path), hour.previous().end) == "20260104T000000Z"
+    assert newest_trained_by(str(tmp_path), DAY + timedelta(days=1)) == "20260105T000000Z"
+    assert newest_trained_by(str(tmp_path), DAY) == "20260104T000000Z"
+    assert newest_trained_by(str(tmp_path), DAY - timedelta(hours=1)) is None
+
+
+def test_incomplete_and_unmarked_partitions(tmp_path):
+    partition(tmp_path, DAY - timedelta(days=2), None)  # written before the marker: one day
+    partition(tmp_path, DAY - timedelta(days=1), DAY, complete=False)
+    assert trained_until(str(tmp_path), "20260103T000000Z") == DAY - timedelta(days=1)
+    assert newest_trained_by(str(tmp_path), DAY + timedelta(hours=1)) == "20260103T000000Z"
