@@ -91,6 +91,15 @@ def atomic_folder(final: str) -> Iterator[str]:
         fs.delete_dir(previous)
 
 
+def remove_folder(folder: str) -> bool:
+    """Delete ``folder`` and everything under it; False when there was none."""
+    fs, inner = filesystem(folder)
+    if fs.get_file_info(inner).type == pafs.FileType.NotFound:
+        return False
+    fs.delete_dir(inner)
+    return True
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """True when ``exc`` (or an exception it was raised from) says the disk or quota is full."""
     seen = 0

@@ -19,12 +19,9 @@ from solaris_lib.orchestration.jobrunner import Job, run_job
 
 
 def _run(spark, settings, request):
-    from solaris_lib.model.fallback import embed_fallback_level
-    from solaris_lib.model.inference import run_inference
+    from solaris_lib.model.fallback import embed_interval
 
-    report = run_inference(spark, settings, request)
-    fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
-    return {**report.as_dict(), "fallback": fallback}
+    return embed_interval(spark, settings, request)
 
 
 JOB = Job("infer-embeddings", __doc__, lambda args, settings: infer_request(args), _run,

@@ -83,15 +83,15 @@ def _train(args) -> int:
 
 def _infer(args) -> int:
     from solaris_lib.config import load_settings
-    from solaris_lib.model.inference import run_inference
+    from solaris_lib.model.fallback import embed_interval
     from solaris_lib.sparkutil import spark_session
 
     settings = load_settings()
     request = infer_request(args)
     master = args.master or settings.spark_master
     with spark_session("solaris-infer-embeddings", master=master) as spark:
-        report = run_inference(spark, settings, request)
-    print(json.dumps(report.as_dict()))
+        report = embed_interval(spark, settings, request)
+    print(json.dumps(report))
     return 0
 
 

@@ -48,7 +48,8 @@ def prior_users(items: np.ndarray) -> np.ndarray:
 
 def item_clusters_of(spark, layout: DataLayout, interval, *, k: int, buckets: int,
                      seed: int) -> tuple[ItemClusters, np.ndarray]:
-    """Clusters (and representatives) from the newest retrieval factors <= ``interval`` and its
+    """Clusters (and representatives) from the newest retrieval factors fitted on logs up to
+    ``interval.end`` (:func:`~solaris_lib.speculation.pipeline.load_factors`) and its
     mined ``item_stats``."""
     from solaris_lib.speculation.io import read_partition
     from solaris_lib.speculation.pipeline import load_factors
@@ -120,7 +121,8 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     tables with ``model_version`` (None: the serving version), as of ``interval.end``.
 
     Inputs (complete partitions of ``interval``): ``speculated`` (the users to cover),
-    ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors <= it.
+    ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors fitted
+    on logs up to its end.
     Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``item_priors``,
     ``model_version``.
     """
@@ -161,20 +163,52 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     return report
 
 
+def embed_interval(spark, settings, request) -> dict:
+    """The infer stage of one interval (the job's and ``solaris infer-embeddings``): the exact
+    embeddings (:func:`~solaris_lib.model.inference.run_inference`), then the fallback levels'
+    tables with the same model version (:func:`embed_fallback_level`)."""
+    from solaris_lib.model.inference import run_inference
+
+    report = run_inference(spark, settings, request)
+    fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
+    return {**report.as_dict(), "fallback": fallback}
+
+
 def embed_fallback_level(spark, settings, interval, model_version: str) -> dict | None:
     """The fallback levels' tables of ``interval`` with ``model_version``, ``k`` =
     ``settings.fallback_clusters`` (0: none, returns None).
 
     The levels are optional: without the mined item statistics they need (the job run on its
-    own, outside the pipeline) they are skipped with a warning and the exact embeddings stand
-    alone."""
-    if settings.fallback_clusters == 0:
-        return None
+    own, outside the pipeline), or with nothing to cluster, they are skipped with a warning and
+    the exact embeddings stand alone. Whenever the level is not written (turned off included),
+    the interval's tables of an earlier run are removed: the publisher would otherwise serve
+    them beside the new exact embeddings."""
+    from solaris_lib.errors import EmptyInputError, MissingDependencyError
     from solaris_lib.storage import is_complete
 
-    stats = DataLayout.from_settings(settings).output(MINED, interval, "item_stats")
-    if not is_complete(stats):
-        log.warning("hierarchical fallback skipped: no complete %s", stats)
-        return {"skipped": f"no complete {stats}"}
-    return infer_cluster_embeddings(spark, settings, interval, model_version,
-                                    k=settings.fallback_clusters)
+    layout = DataLayout.from_settings(settings)
+    if settings.fallback_clusters == 0:
+        clear_fallback_tables(layout, interval)
+        return None
+    stats = layout.output(MINED, interval, "item_stats")
+    reason = None if is_complete(stats) else f"no complete {stats}"
+    if reason is None:
+        try:
+            return infer_cluster_embeddings(spark, settings, interval, model_version,
+                                            k=settings.fallback_clusters)
+        except (EmptyInputError, MissingDependencyError) as exc:
+            reason = str(exc)
+    log.warning("hierarchical fallback skipped: %s", reason)
+    clear_fallback_tables(layout, interval)
+    return {"skipped": reason}
+
+
+def clear_fallback_tables(layout: DataLayout, interval) -> None:
+    """Remove ``interval``'s fallback tables, the item -> cluster table first (the publisher
+    serves the level only with both it and the cluster table complete)."""
+    from solaris_lib.storage import remove_folder
+
+    for table in (ITEM_CLUSTERS, CLUSTER_EMBEDDINGS, ITEM_PRIORS):
+        if remove_folder(layout.output(EMBEDDINGS, interval, table)):
+            log.warning("removed %s of an earlier run: this run has no fallback level",
+                        layout.output(EMBEDDINGS, interval, table))
