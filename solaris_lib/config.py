@@ -20,6 +20,9 @@ from solaris_lib.errors import ConfigError, validation_problems
 SHIPPED_FACTORIES: tuple[str, ...] = ("solaris_lib.model.network:foundation_net",
                                       "solaris_lib.model.two_tower:two_tower_net")
 
+# data roots refused: no atomic directory rename (every stage publishes a partition by one)
+OBJECT_STORES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss")
+
 
 def parse_factories(value: str) -> tuple[str, ...]:
     """``"a.b:f, c.d:g"`` -> ``("a.b:f", "c.d:g")``; each entry must read ``module:callable``."""
@@ -39,9 +42,11 @@ class SolarisSettings(BaseSettings):
 
     data_root: str = Field(
         default="var/data",
-        description="Root of every dataset SOLARIS reads or writes: a local folder or a URI "
-        "(hdfs://, s3a://) that Spark and pyarrow understand. Relative paths resolve against "
-        "the working directory at load time.",
+        description="Root of every dataset SOLARIS reads or writes: a local folder (on a "
+        "cluster, one every node mounts) or an hdfs:// URI. Object stores (s3a://, gs://, ...) "
+        "are refused: every stage publishes a partition by renaming its staging directory, "
+        "which they cannot do atomically. Relative paths resolve against the working directory "
+        "at load time.",
     )
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
@@ -198,7 +203,17 @@ class SolarisSettings(BaseSettings):
     @field_validator("data_root", "model_dir")
     @classmethod
     def _absolute_local_paths(cls, value: str | None) -> str | None:
-        if value is None or "://" in value:
+        if value is None:
+            return value
+        if "://" in value:
+            scheme = value.split("://", 1)[0].lower()
+            if scheme in OBJECT_STORES:
+                raise ValueError(
+                    f"{value!r} is on an object store, which SOLARIS does not support yet: "
+                    "every stage publishes a partition by renaming its staging directory "
+                    "(atomic on HDFS and on a local or NFS folder; an object store copies "
+                    "object by object, so readers could see half a partition). Use an hdfs:// "
+                    "root or a folder every node mounts.")
             return value
         return str(Path(value).expanduser().resolve())
 

@@ -7,7 +7,7 @@
                                                       fallback levels' tables beside the embeddings
 ``<models_root>/<model>/v=<version>/``                versioned model artefacts
 
-Paths are strings so that a URI root (``hdfs://``, ``s3a://``) works unchanged on a cluster.
+Paths are strings so that a URI root (``hdfs://``) works unchanged on a cluster.
 """
 
 from __future__ import annotations

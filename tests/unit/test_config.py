@@ -25,8 +25,15 @@ def test_environment_and_overrides(monkeypatch, tmp_path):
 
 
 def test_uri_data_roots_are_kept_verbatim(monkeypatch):
-    monkeypatch.setenv("SOLARIS_DATA_ROOT", "s3a://bucket/solaris")
-    assert load_settings().data_root == "s3a://bucket/solaris"
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", "hdfs://namenode:8020/solaris")
+    assert load_settings().data_root == "hdfs://namenode:8020/solaris"
+
+
+@pytest.mark.parametrize("root", ["s3a://bucket/solaris", "S3://bucket/x", "gs://bucket/x"])
+def test_object_store_roots_are_refused_with_the_reason(monkeypatch, root):
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", root)
+    with pytest.raises(ConfigError, match="object store.*renaming its staging directory"):
+        load_settings()
 
 
 def test_unknown_variables_are_rejected_by_name(monkeypatch):
