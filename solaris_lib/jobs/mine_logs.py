@@ -10,7 +10,7 @@ import sys
 
 from solaris_lib.intervals import Interval
 from solaris_lib.orchestration.jobrunner import Job, run_job
-from solaris_lib.speculation.config import MineConfig
+from solaris_lib.speculation.config import MineConfig, mine_config
 from solaris_lib.speculation.jobargs import add_lookback_argument, given, lookback_override
 
 
@@ -21,7 +21,7 @@ def _arguments(parser) -> None:
 
 
 def _prepare(args, settings):
-    return Interval.parse(args.start, args.end), MineConfig(
+    return Interval.parse(args.start, args.end), mine_config(
         **lookback_override(args), **given(max_history=args.max_history))
 
 

@@ -115,16 +115,22 @@ def read_report(settings: SolarisSettings, job_name: str, interval: Interval) ->
 
 def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
     """The settings and the report. A Spark job starts its session first: the settings the
-    submitter forwarded as properties apply to the driver before the settings are read."""
+    submitter forwarded as properties apply to the driver before the settings are read. An
+    executor's failure that is a log-contract or full-disk error comes out as that error (its
+    exit code, 2 or 7, and a message naming the file), not as Spark's."""
+    from solaris_lib.logs.reader import contract_errors_from_executors
+
     if not job.spark:
         settings = load_settings()
-        return settings, job.run(None, settings, job.prepare(args, settings))
+        with contract_errors_from_executors():
+            return settings, job.run(None, settings, job.prepare(args, settings))
     from solaris_lib.sparkutil import spark_session
 
     with spark_session(f"solaris-{job.name}") as spark:
         apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
         settings = load_settings()
-        return settings, job.run(spark, settings, job.prepare(args, settings))
+        with contract_errors_from_executors():
+            return settings, job.run(spark, settings, job.prepare(args, settings))
 
 
 def apply_forwarded_settings(conf: dict[str, str],

@@ -166,6 +166,15 @@ class SpeculateConfig(BaseModel):
         return self.cooc_per_user or self.budget_per_user
 
 
+def mine_config(**fields) -> MineConfig:
+    """:class:`MineConfig` from job flags, with a :class:`ConfigError` that names each bad
+    field instead of pydantic's traceback."""
+    try:
+        return MineConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid mine settings ({validation_problems(exc)})") from exc
+
+
 def retrieval_config(**fields) -> RetrievalConfig:
     """:class:`RetrievalConfig` from job flags (``jobargs.retrieval_overrides``), with a
     :class:`ConfigError` that names each bad field instead of pydantic's traceback."""

@@ -1,0 +1,36 @@
+"""run_job's exit codes: a job's bad flag is a ConfigError (2), and an executor's failure that
+is a log-contract error comes out as that error (2, naming the file), not as Spark's (1).
+Real Spark raises the executor error in tests/integration/reliability/test_bad_input.py."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import PySparkException
+
+from solaris_lib.jobs import mine_logs
+from solaris_lib.orchestration.jobrunner import Job, run_job
+
+INTERVAL = ["--start", "2026-01-05T10:00", "--end", "2026-01-05T11:00"]
+EXECUTOR_TEXT = ("An exception was thrown from the Python worker:\nTraceback ...\n"
+                 "solaris_lib.errors.LogContractError: /d/dt=2026-01-05/hour=10/p.parquet: "
+                 "unreadable parquet file (Corrupt snappy compressed data.)\n\tat org.apache...")
+
+
+@pytest.fixture(autouse=True)
+def data_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLARIS_DATA_ROOT", str(tmp_path))
+
+
+def test_a_bad_job_flag_is_a_config_error(caplog):
+    assert run_job(mine_logs.JOB, [*INTERVAL, "--max-history", "0"]) == 2
+    assert "invalid mine settings (max_history" in caplog.text
+
+
+def test_an_executor_log_contract_error_keeps_its_exit_code(caplog, capsys):
+    def run(spark, settings, request):
+        raise PySparkException(message=EXECUTOR_TEXT)
+
+    job = Job("fails-in-an-executor", "A job.", lambda args, settings: None, run, spark=False)
+    assert run_job(job, INTERVAL) == 2
+    assert "/d/dt=2026-01-05/hour=10/p.parquet: unreadable parquet file" in caplog.text
+    assert capsys.readouterr().out == ""
