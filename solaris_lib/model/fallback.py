@@ -90,7 +90,8 @@ def _cluster_embeddings(spark, embed, hist_path: str, users_df, representatives:
                                    "item_id long, cluster_id int")
     grouped = users_df.select("user_id", F.array(*[F.lit(r) for r in reps]).cast(
         "array<bigint>").alias("item_ids")).join(_history(spark, hist_path), "user_id", "left")
-    out = grouped.mapInArrow(embed, OUTPUT_DDL).filter(F.col("finite"))
+    out = grouped.sortWithinPartitions("user_id").mapInArrow(embed, OUTPUT_DDL).filter(
+        F.col("finite"))  # users in id order: the same passes, the same bytes on a rerun
     return out.join(F.broadcast(rep_df), "item_id").select(
         "user_id", "cluster_id", "model_version", "embedding")
 
@@ -109,7 +110,8 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
                                               strict=True) if len(part_users)]
     pseudo = spark.createDataFrame(rows, "user_id long, item_ids array<bigint>")
     grouped = pseudo.join(_history(spark, hist_path), "user_id", "left")
-    out = grouped.mapInArrow(embed, OUTPUT_DDL).filter(F.col("finite"))
+    out = grouped.sortWithinPartitions("user_id").mapInArrow(embed, OUTPUT_DDL).filter(
+        F.col("finite"))
     return out.select("item_id", "model_version", "embedding")
 
 
