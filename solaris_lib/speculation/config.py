@@ -20,7 +20,8 @@ class MineConfig(BaseModel):
     lookback: timedelta = Field(timedelta(days=28), description="History window before the end.")
     max_history: int = Field(200, ge=1, description="Newest events kept per user history.")
     max_history_clicks: int = Field(
-        100, ge=0, description="Newest clicked events kept per user history beyond those.")
+        100, ge=0, description="Newest clicked events kept per user history besides those "
+        "(the clicks among the newest max_history count toward it).")
     half_life: timedelta = Field(
         timedelta(days=3), gt=timedelta(0), description="Half-life of the time-decayed pair and item counts."
     )
