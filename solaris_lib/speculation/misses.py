@@ -10,8 +10,8 @@ is a :class:`CacheConfigError`.
 Any ranker may XADD to the stream, so nothing in it can fail a run: every entry is checked and
 one that is undecodable (not ASCII), oversized (a field over :data:`MAX_FIELD_BYTES`, more than
 :data:`MAX_ITEMS` items) or mistyped (a missing field, a value that is not a non-negative
-decimal int64) is skipped and counted by reason; at most :data:`MAX_ENTRIES` entries are read
-per run; a key that is not a stream skips the source. When Redis does not answer the source is
+decimal int64) is skipped and counted by reason; at most :data:`MAX_ENTRIES` entries and
+:data:`MAX_PAIRS` distinct pairs are read per run (the pairs go through the driver); a key that is not a stream skips the source. When Redis does not answer the source is
 skipped too (logged). A Redis user that may not read the stream (``NOPERM``) or whose
 credentials are refused fails the run loudly (:class:`MissesAccessError`): a silent skip would
 hide a misconfiguration for good.
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 _BATCH = 10_000
 _LATE_MS = 3_600_000
 MAX_ENTRIES = 1_000_000  # entries read per run, at most
+MAX_PAIRS = 2_000_000  # distinct missed pairs read per run, at most (Python tuples on the driver)
 MAX_ITEMS = MISS_MAX_ITEMS  # items per entry (the client writes at most this many)
 MAX_FIELD_BYTES = 24 * MAX_ITEMS  # bytes of one field's value
 _INT64 = 2**63 - 1
@@ -125,7 +126,8 @@ def read_stream(redis_url: str, prefix: str, interval: Interval) -> MissesRead |
         return None
     if found.skipped or found.truncated:
         log.warning("%s: %d entries read, skipped %s%s", key, found.entries, found.skipped,
-                    f"; only the first {MAX_ENTRIES} read" if found.truncated else "")
+                    f"; only the first {found.entries} entries read (at most {MAX_ENTRIES} "
+                    f"entries and {MAX_PAIRS} pairs)" if found.truncated else "")
     log.info("read %d distinct missed pairs of %s from %s", len(found.rows), interval, key)
     return found
 
@@ -140,12 +142,15 @@ def _read(client, key: str, interval: Interval) -> MissesRead:
         count = min(_BATCH, MAX_ENTRIES - read.entries)
         batch = client.xrange(key, min=cursor, max=f"{end_ms + _LATE_MS}", count=count)
         for _entry_id, fields in batch:
+            read.entries += 1
             found, reason = check_entry(fields)
             if reason:
                 skipped[reason] += 1
             rows.update((u, i) for u, i, ts in found if start_ms <= ts < end_ms)
-        read.entries += len(batch)
-        if len(batch) < count:
+            if len(rows) >= MAX_PAIRS:  # a flood of distinct misses: the driver holds them
+                read.truncated = True
+                break
+        if read.truncated or len(batch) < count:
             break
         cursor = f"({batch[-1][0].decode()}"
     else:

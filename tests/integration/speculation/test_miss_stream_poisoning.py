@@ -85,3 +85,17 @@ def test_a_user_without_xrange_fails_loudly(private_redis):  # noqa: F811
     assert caught.value.exit_code == 2 and "spec-pw" not in str(caught.value)
     with pytest.raises(MissesAccessError):
         read_stream(url.replace("spec-pw", "wrong"), "p", now_interval())
+
+
+def test_a_flood_of_distinct_misses_stops_at_the_pair_cap(redis_url, key_prefix, monkeypatch):
+    """Every pair read goes through the driver: the read stops (counted as truncated) once it
+    holds MAX_PAIRS distinct pairs, even inside one XRANGE batch."""
+    from solaris_lib.speculation import misses
+
+    monkeypatch.setattr(misses, "MAX_PAIRS", 3)
+    r = redis.Redis.from_url(redis_url)
+    ts = str(int(time.time() * 1000) - 1000)
+    for user in range(5):
+        r.xadd(f"{key_prefix}:misses", {"user": str(user), "items": "1,2", "ts": ts})
+    found = read_stream(redis_url, key_prefix, now_interval())
+    assert found.truncated and (found.entries, len(found.rows)) == (2, 4)
