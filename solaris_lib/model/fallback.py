@@ -126,7 +126,8 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors fitted
     on logs up to its end.
     Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``item_priors``,
-    ``model_version``.
+    ``model_version``, and ``non_finite`` / ``prior_non_finite``: the embeddings that were inf
+    or nan, not written (logged).
     """
     from solaris_lib.model import artefact
     from solaris_lib.model.inference import EmbedBatches
@@ -158,9 +159,16 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
         prior = _prior_embeddings(spark, embed, hist_path, clusters.item_ids)
         n_priors = write_partition(prior, layout.output(EMBEDDINGS, interval, ITEM_PRIORS),
                                    ["item_id"])
-    report = {"users": int(users_df.count()), "clusters": len(representatives),
-              "items": n_items, "rows_written": rows, "item_priors": n_priors,
-              "model_version": version}
+    users = int(users_df.count())
+    report = {"users": users, "clusters": len(representatives), "items": n_items,
+              "rows_written": rows, "item_priors": n_priors, "model_version": version,
+              # each user meets each representative once, each clustered item gets one prior
+              "non_finite": users * len(representatives) - rows,
+              "prior_non_finite": len(clusters.item_ids) - n_priors if priors else 0}
+    if report["non_finite"] or report["prior_non_finite"]:
+        log.warning("fallback level of %s: %d cluster and %d prior embeddings were inf or nan "
+                    "and are not written", interval.key, report["non_finite"],
+                    report["prior_non_finite"])
     log.info("cluster embeddings of %s: %s", interval.key, report)
     return report
 

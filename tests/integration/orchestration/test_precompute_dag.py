@@ -14,6 +14,7 @@ from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
+from solaris_lib.orchestration.jobrunner import read_report
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.orchestration.conftest import FIRST
 
@@ -30,6 +31,9 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline, precomput
     assert len(speculated) > 0 and len(embeddings) == len(speculated)
     evaluation = read_evaluation(layout, FIRST)
     assert evaluation is not None and evaluation["published"] is False  # nothing before FIRST
+    level = read_report(settings, "infer-embeddings", FIRST)["fallback"]
+    assert (level["non_finite"], level["prior_non_finite"]) == (0, 0)
+    assert level["rows_written"] == level["users"] * level["clusters"] > 0
 
     user = int(speculated["user_id"].iloc[0])
     items = speculated.loc[speculated["user_id"] == user, "item_id"].astype(int).tolist()
