@@ -11,7 +11,13 @@ from __future__ import annotations
 from solaris_lib.cache.connection import Nodes, connect, masters, translated
 from solaris_lib.cache.endpoint import Endpoint
 from solaris_lib.cache.errors import CacheError
-from solaris_lib.cache.format import Manifest, alias_key, failover_key, manifest_key
+from solaris_lib.cache.format import (
+    RETAINED_TTL_S,
+    Manifest,
+    alias_key,
+    failover_key,
+    manifest_key,
+)
 from solaris_lib.cache.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_VALUE, HashLimits
 
 # Moves the alias (KEYS[1]) to ARGV[1] unless it names a later interval (the first 16
@@ -43,8 +49,8 @@ return 1
 # its own) and its TTL to ARGV[1]: the seconds left of the TTL its publisher's keys got, counted
 # from before its first key was written, so the manifest never outlives a key of the version (a
 # rerun that finds it complete can trust the keys are there). A retained manifest (no TTL, or a
-# TTL above ARGV[2], the longest a version being written gets: a served or failover version's)
-# keeps its TTL.
+# TTL above ARGV[2], half the ten years retain gives a served or failover version, far above any
+# ttl_s) keeps its TTL.
 COMPLETE_MANIFEST = """
 local ttl = redis.call('TTL', KEYS[1])
 if redis.call('HMGET', KEYS[1], 'state')[1] ~= 'complete' then
@@ -114,11 +120,11 @@ class CacheServer:
     def complete_manifest(self, manifest: Manifest, left_s: int) -> None:
         """Mark ``manifest`` complete (a manifest complete already keeps its fields) and give it
         ``left_s`` (>= 1), the seconds left of its keys' TTL; a retained manifest (a TTL above
-        the version's ``ttl_s``, or none) keeps its own."""
+        half :data:`RETAINED_TTL_S`, or none) keeps its own."""
         key = manifest_key(self.prefix, manifest.version)
         fields = [part for pair in manifest.to_fields().items() for part in pair]
         with translated(f"completing manifest {key}"):
-            self.client.eval(COMPLETE_MANIFEST, 1, key, left_s, manifest.ttl_s, *fields)
+            self.client.eval(COMPLETE_MANIFEST, 1, key, left_s, RETAINED_TTL_S // 2, *fields)
 
     def switch_alias(self, version: str, force: bool = False) -> tuple[str, str | None]:
         """Atomically point the alias at ``version`` (the version it named becomes the

@@ -22,7 +22,9 @@ def data_root(tmp_path, monkeypatch):
 
 
 def test_a_bad_job_flag_is_a_config_error(caplog):
-    assert run_job(mine_logs.JOB, [*INTERVAL, "--max-history", "0"]) == 2
+    job = Job("mine", "A job.", mine_logs._prepare, lambda spark, settings, request: {},
+              mine_logs._arguments, spark=False)  # the mine job's flags, without a JVM
+    assert run_job(job, [*INTERVAL, "--max-history", "0"]) == 2
     assert "invalid mine settings (max_history" in caplog.text
 
 
