@@ -130,7 +130,7 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     or nan, not written (logged).
     """
     from solaris_lib.model import artefact
-    from solaris_lib.model.inference import EmbedBatches
+    from solaris_lib.model.inference import ROWS_PER_FILE, EmbedBatches
     from solaris_lib.model.train import MODEL_NAME
     from solaris_lib.speculation.io import read_partition, write_partition
 
@@ -151,15 +151,16 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     artefact.check_factory(folder, factories)
     embed = EmbedBatches(folder, version, int(interval.end.timestamp() * 1_000_000),
                          batch_users, threads, factories)
+    users = int(users_df.count())
     out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives)
+    files = max(1, -(-users * len(representatives) // ROWS_PER_FILE))  # users x k rows
     rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
-                           ["user_id", "cluster_id"])
+                           ["user_id", "cluster_id"], partitions=files)
     n_priors = 0
     if priors:
         prior = _prior_embeddings(spark, embed, hist_path, clusters.item_ids)
         n_priors = write_partition(prior, layout.output(EMBEDDINGS, interval, ITEM_PRIORS),
                                    ["item_id"])
-    users = int(users_df.count())
     report = {"users": users, "clusters": len(representatives), "items": n_items,
               "rows_written": rows, "item_priors": n_priors, "model_version": version,
               # each user meets each representative once, each clustered item gets one prior
