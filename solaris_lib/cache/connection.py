@@ -87,8 +87,9 @@ def masters(client: redis.Redis | RedisCluster) -> list[tuple[str, redis.Redis]]
 
 
 @contextmanager
-def translated(what: str) -> Iterator[None]:
-    """Raise redis-py's exceptions as the cache's, naming ``what`` was being done."""
+def translated(what: object) -> Iterator[None]:
+    """Raise redis-py's exceptions as the cache's, naming ``what`` was being done (any
+    object: formatted only when an error is raised)."""
     try:
         yield
     except redis.TimeoutError as exc:
@@ -201,20 +202,31 @@ def send_packed(pool: redis.ConnectionPool, payload: list[bytes], replies: int) 
     """Send ``payload`` (packed commands, as bytes chunks) on a pooled connection and read
     ``replies`` replies (an error reply as a ``ResponseError`` in its place). A connection
     that failed is dropped."""
-    kwargs = pool.connection_kwargs
-    where = f"Redis at {kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
-    with translated(where):  # connects a new connection (or one the pool dropped)
-        connection = pool.get_connection()
+    connection = None
     try:
-        with translated(where):
+        with translated(_Where(pool)):  # the pool connects a new connection, or a dropped one
+            connection = pool.get_connection()
             connection.send_packed_command(payload, check_health=False)
             answers = [_reply(connection) for _ in range(replies)]
     except CacheError:
-        connection.disconnect()
-        pool.release(connection)
+        if connection is not None:
+            connection.disconnect()
+            pool.release(connection)
         raise
     pool.release(connection)
     return answers
+
+
+class _Where:
+    """``Redis at host:port`` of a pool, formatted only when an error message needs it (the
+    lookup client's every request goes through :func:`send_packed`)."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.kwargs = pool.connection_kwargs
+
+    def __str__(self) -> str:
+        return (f"Redis at {self.kwargs.get('host', self.kwargs.get('path'))}:"
+                f"{self.kwargs.get('port', '')}")
 
 
 def _reply(connection) -> object:

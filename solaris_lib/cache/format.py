@@ -303,12 +303,12 @@ class Codec:
         values = list(values)
         n, size = len(values), self.value_bytes
         zero = bytes(size)
-        joined = b"".join([zero if v is None else v for v in values])
+        padded = [zero if v is None else v for v in values]
         hit = (np.ones(n, dtype=bool) if None not in values
                else np.fromiter(map(bool, values), dtype=bool, count=n))
         corrupt = 0
-        present = values if hit.all() else [v for v in values if v is not None]
-        if len(joined) != n * size or set(map(len, present)) - {size}:  # lengths may cancel out
+        joined = b"".join(padded)
+        if n and set(map(len, padded)) != {size}:  # every value's length, not only their sum
             hit = np.array([v is not None and len(v) == size for v in values], dtype=bool)
             corrupt = n - values.count(None) - int(hit.sum())
             joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])
