@@ -181,13 +181,12 @@ def write_evaluation(layout: DataLayout, result: ServingEvaluation, interval: In
     """Replace ``evaluation/interval=KEY/`` atomically with ``metrics.json``; returns its path."""
     import json
 
-    from solaris_lib.storage import atomic_folder, filesystem
+    from solaris_lib.storage import atomic_folder, write_text
 
     final = layout.output(EVALUATION, interval)
     with atomic_folder(final) as staging:
-        fs, inner = filesystem(join(staging, METRICS_FILE))
-        with fs.open_output_stream(inner) as out:
-            out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True).encode())
+        write_text(join(staging, METRICS_FILE),
+                   json.dumps(result.as_dict(), indent=2, sort_keys=True))
     return join(final, METRICS_FILE)
 
 
@@ -195,11 +194,9 @@ def read_evaluation(layout: DataLayout, interval: Interval) -> dict | None:
     """The metrics written for ``interval``, or None when that run has not evaluated."""
     import json
 
-    from solaris_lib.storage import filesystem
+    from solaris_lib.storage import read_text
 
     folder = layout.output(EVALUATION, interval)
     if not is_complete(folder):
         return None
-    fs, inner = filesystem(join(folder, METRICS_FILE))
-    with fs.open_input_stream(inner) as handle:
-        return json.loads(handle.read())
+    return json.loads(read_text(join(folder, METRICS_FILE)))

@@ -92,25 +92,21 @@ def report_path(settings: SolarisSettings, job_name: str, interval: Interval) ->
 def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
     """Replace the job's report partition of ``interval`` atomically with ``text``."""
     from solaris_lib.layout import join
-    from solaris_lib.storage import atomic_folder, filesystem
+    from solaris_lib.storage import atomic_folder, write_text
 
     with atomic_folder(report_path(settings, job_name, interval)) as staging:
-        fs, inner = filesystem(join(staging, REPORT_FILE))
-        with fs.open_output_stream(inner) as out:
-            out.write(text.encode())
+        write_text(join(staging, REPORT_FILE), text)
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
     """The report :func:`run_job` wrote for ``interval``, or None when there is none."""
     from solaris_lib.layout import join
-    from solaris_lib.storage import filesystem, is_complete
+    from solaris_lib.storage import is_complete, read_text
 
     folder = report_path(settings, job_name, interval)
     if not is_complete(folder):
         return None
-    fs, inner = filesystem(join(folder, REPORT_FILE))
-    with fs.open_input_stream(inner) as handle:
-        return json.loads(handle.read())
+    return json.loads(read_text(join(folder, REPORT_FILE)))
 
 
 def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:

@@ -8,7 +8,14 @@ from datetime import datetime, timedelta
 from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import key_to_start, parse_timestamp
 from solaris_lib.layout import join
-from solaris_lib.storage import atomic_folder, filesystem, is_complete
+from solaris_lib.storage import (
+    atomic_folder,
+    exists,
+    filesystem,
+    is_complete,
+    read_text,
+    write_text,
+)
 
 log = logging.getLogger(__name__)
 TRAINED_UNTIL = "_trained_until"  # a retrieval partition's end of logs fitted on (ISO-8601)
@@ -58,21 +65,16 @@ def complete_keys(stage_table_root: str) -> list[str]:
 
 def write_trained_until(folder: str, end: datetime) -> None:
     """Mark ``folder`` (a retrieval partition being staged) as fitted on logs up to ``end``."""
-    fs, inner = filesystem(folder)
-    with fs.open_output_stream(f"{inner.rstrip('/')}/{TRAINED_UNTIL}") as out:
-        out.write(end.isoformat().encode())
+    write_text(join(folder, TRAINED_UNTIL), end.isoformat())
 
 
 def trained_until(stage_table_root: str, key: str) -> datetime:
     """When the logs partition ``key`` was fitted on end: its marker, or (written before the
     marker existed) its start plus :data:`LEGACY_TRAINED_FOR`."""
-    from pyarrow import fs as pafs
-
-    fs, inner = filesystem(join(stage_table_root, f"interval={key}", TRAINED_UNTIL))
-    if fs.get_file_info(inner).type == pafs.FileType.NotFound:
+    marker = join(stage_table_root, f"interval={key}", TRAINED_UNTIL)
+    if not exists(marker):
         return key_to_start(key) + LEGACY_TRAINED_FOR
-    with fs.open_input_stream(inner) as marker:
-        return parse_timestamp(marker.read().decode())
+    return parse_timestamp(read_text(marker))
 
 
 def newest_trained_by(stage_table_root: str, end: datetime) -> str | None:

@@ -11,7 +11,8 @@ Any ranker may XADD to the stream, so nothing in it can fail a run: every entry 
 one that is undecodable (not ASCII), oversized (a field over :data:`MAX_FIELD_BYTES`, more than
 :data:`MAX_ITEMS` items) or mistyped (a missing field, a value that is not a non-negative
 decimal int64) is skipped and counted by reason; at most :data:`MAX_ENTRIES` entries and
-:data:`MAX_PAIRS` distinct pairs are read per run (the pairs go through the driver); a key that is not a stream skips the source. When Redis does not answer the source is
+:data:`MAX_PAIRS` distinct pairs are read per run (the pairs go through the driver); a key
+that is not a stream skips the source. When Redis does not answer the source is
 skipped too (logged). A Redis user that may not read the stream (``NOPERM``) or whose
 credentials are refused fails the run loudly (:class:`MissesAccessError`): a silent skip would
 hide a misconfiguration for good.
