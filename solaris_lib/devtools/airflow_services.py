@@ -147,8 +147,10 @@ class AirflowServices:
         raise SolarisError(f"Airflow did not become healthy in {timeout_s} s; see {self.home}/logs")
 
     def stop(self) -> None:
-        """Stop every component started by :meth:`start` (their whole process groups)."""
-        for name in COMPONENTS:
+        """Stop every component started by :meth:`start` (their whole process groups), the
+        API server last: the scheduler and the DAG processor are its clients, and it waits for
+        their open connections before it exits (10 s and more when stopped first)."""
+        for name in reversed(COMPONENTS):
             pidfile = self.home / f"{name}.pid"
             if not pidfile.exists():
                 continue
@@ -162,8 +164,15 @@ class AirflowServices:
 
 
 def _wait_gone(pid: int, timeout_s: float) -> None:
+    """Wait until the process group ``pid`` is empty, reaping its leader when this process
+    started it (an unreaped leader stays in the group as a zombie), then SIGKILL what is left
+    after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass  # started by another process (``make airflow-up``): its exit reaps it
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
