@@ -48,19 +48,45 @@ def popular_candidates(mined: Mined, live, n: int, seen=None, measure: str = "lo
     """
     from pyspark.sql import functions as F
 
-    column = MEASURES[measure]
-    ranked = live.select("item_id", F.col(column).cast("double").alias("v")).orderBy(
-        F.col("v").desc(), "item_id")
+    ranked = _ranked(live, measure)
     users = mined.user_stats.select("user_id")
     if seen is None:
         pairs = users.crossJoin(F.broadcast(ranked.limit(n)))
     else:
-        longest = seen.agg(F.max(F.size("seen"))).first()[0] or 0
-        top = ranked.limit(n + longest).toPandas()  # in rank order
+        top = _top(live, measure, n + longest_seen(seen))
         listed = users.join(seen, "user_id", "left").mapInPandas(
-            _new_items_of(top["item_id"].tolist(), n), "user_id long, item_id long")
+            _new_items_of(top, n), "user_id long, item_id long")
         pairs = listed.join(F.broadcast(ranked), "item_id")
     return pairs.select("user_id", "item_id", F.lit("popular").alias("source"), "v")
+
+
+def _ranked(live, measure: str):
+    """(item_id, v = the measure as a double) of the live items, most popular first (ties:
+    smaller id)."""
+    from pyspark.sql import functions as F
+
+    return live.select("item_id", F.col(MEASURES[measure]).cast("double").alias("v")).orderBy(
+        F.col("v").desc(), "item_id")
+
+
+def _top(live, measure: str, count: int) -> list[int]:
+    """The ``count`` most popular live item ids by ``measure``, in rank order."""
+    return _ranked(live, measure).limit(count).toPandas()["item_id"].tolist()
+
+
+def longest_seen(seen) -> int:
+    """The longest ``seen`` list (0 when there is none)."""
+    from pyspark.sql import functions as F
+
+    return seen.agg(F.max(F.size("seen"))).first()[0] or 0
+
+
+def _new_in(ranked: list[int], seen, n: int) -> list[int]:
+    """The first ``n`` of ``ranked`` not in ``seen`` (an array, or None: nothing seen)."""
+    from itertools import islice
+
+    skip = set() if seen is None else set(seen.tolist())
+    return list(islice((i for i in ranked if i not in skip), n))
 
 
 def _new_items_of(ranked: list[int], n: int):
@@ -68,15 +94,12 @@ def _new_items_of(ranked: list[int], n: int):
     ``n`` of ``ranked`` that are not in ``seen`` (null: none seen)."""
 
     def new_items(batches):
-        from itertools import islice
-
         import pandas as pd
 
         for batch in batches:
             users, items = [], []
             for user, seen in zip(batch["user_id"], batch["seen"], strict=True):
-                skip = set() if seen is None else set(seen.tolist())
-                picked = list(islice((i for i in ranked if i not in skip), n))
+                picked = _new_in(ranked, seen, n)
                 users += [user] * len(picked)
                 items += picked
             yield pd.DataFrame({"user_id": pd.array(users, "int64"),
@@ -98,21 +121,22 @@ def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> 
     measures = available_measures(past, config)
     if len(measures) == 1:
         return measures[0], {}
-    known = labels.join(past.user_stats.select("user_id"), "user_id")
-    rows = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("rows")).cache()
-    total = rows.agg(F.sum("rows")).first()[0] or 0
-    hits = {m: popular_candidates(past, live, config.popular_count(), seen, m).join(
-        rows, ["user_id", "item_id"]).select("user_id", "item_id", F.col("rows").alias(m))
-        for m in measures}
+    n = config.popular_count()
+    depth = n + (0 if seen is None else longest_seen(seen))
+    tops = {m: _top(live, m, depth) for m in measures}
+    rows = (labels.join(past.user_stats.select("user_id"), "user_id")
+            .groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("rows"))
+            .groupBy("user_id").agg(F.collect_list(F.struct("item_id", "rows")).alias("labels")))
+    users = rows.join(seen, "user_id", "left") if seen is not None else rows.withColumn(
+        "seen", F.lit(None).cast("array<long>"))
+    sums = users.mapInPandas(_measure_hits(tops, n, measures), _hits_schema(measures)).agg(
+        *[F.sum(c).alias(c) for c in _hits_schema(measures).fieldNames()]).first()
+    total = sums["total"] or 0
+    covered = {m: (sums[f"covered_{m}"] or 0) / total if total else 0.0 for m in measures}
     first, margins = measures[0], {}
     for other in measures[1:]:
-        both = hits[first].join(hits[other], ["user_id", "item_id"], "full")
-        b, c = both.agg(F.sum(F.when(F.col(first).isNull(), F.col(other))),
-                        F.sum(F.when(F.col(other).isNull(), F.col(first)))).first()
-        margins[other] = ((b or 0) - (c or 0)) / max(2.0 * np.sqrt((b or 0) + (c or 0)), 1.0)
-    covered = {m: (hits[m].agg(F.sum(m)).first()[0] or 0) / total if total else 0.0
-               for m in measures}
-    rows.unpersist()
+        b, c = sums[f"only_{other}"] or 0, sums[f"only_{first}_not_{other}"] or 0
+        margins[other] = (b - c) / max(2.0 * np.sqrt(b + c), 1.0)
     clear = [m for m in measures[1:] if margins[m] > 1.0]
     best = max(clear, key=lambda m: (covered[m], -measures.index(m))) if clear else first
     log.info("popularity measure %s: its lists covered %s of the previous interval's rows "
@@ -120,3 +144,39 @@ def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> 
              ", ".join(f"{m} {c:.4f}" for m, c in covered.items()), first,
              ", ".join(f"{m} {v:+.2f}" for m, v in margins.items()))
     return best, covered
+
+
+def _hits_schema(measures: tuple[str, ...]):
+    """Per user: labelled rows, rows each measure's list covers, and against the first
+    measure the rows only the other's list covers and only the first's covers."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    first = measures[0]
+    names = ["total", *[f"covered_{m}" for m in measures],
+             *[f"only_{m}" for m in measures[1:]], *[f"only_{first}_not_{m}" for m in measures[1:]]]
+    return StructType([StructField(name, LongType()) for name in names])
+
+
+def _measure_hits(tops: dict[str, list[int]], n: int, measures: tuple[str, ...]):
+    """mapInPandas function: (user_id, labels [(item_id, rows)], seen) -> one row of
+    :func:`_hits_schema` per user: each measure's list is the user's first ``n`` of
+    ``tops[m]`` not in ``seen``, as :func:`popular_candidates` makes it."""
+    first = measures[0]
+
+    def hits(batches):
+        import pandas as pd
+
+        for batch in batches:
+            out = []
+            for labels, seen in zip(batch["labels"], batch["seen"], strict=True):
+                label = {entry["item_id"]: entry["rows"] for entry in labels}
+                lists = {m: set(_new_in(tops[m], seen, n)) for m in measures}
+                got = {m: sum(label.get(i, 0) for i in lists[m]) for m in measures}
+                out.append([sum(label.values()), *[got[m] for m in measures],
+                            *[sum(label.get(i, 0) for i in lists[m] - lists[first])
+                              for m in measures[1:]],
+                            *[sum(label.get(i, 0) for i in lists[first] - lists[m])
+                              for m in measures[1:]]])
+            yield pd.DataFrame(out, columns=_hits_schema(measures).fieldNames(), dtype="int64")
+
+    return hits
