@@ -10,6 +10,7 @@ logs up to the interval's end, and the misses stream when ``SOLARIS_REDIS_URL`` 
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 
+import logging
 import sys
 
 from solaris_lib.intervals import Interval
@@ -17,6 +18,7 @@ from solaris_lib.orchestration.jobrunner import Job, run_job
 from solaris_lib.speculation.jobargs import add_live_arguments, live_overrides
 
 SCORERS = ("auto", "learned", "heuristic")  # --scorer; the precompute DAG's ``scorer`` param
+log = logging.getLogger(__name__)
 
 
 def _arguments(parser) -> None:
@@ -45,6 +47,10 @@ def _prepare(args, settings):
         max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
         faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
         scorer=args.scorer, **live_overrides(args, settings))
+    if config.max_per_user and config.global_budget is None:
+        log.warning("max_per_user %d ignored: it caps a user's share of a global budget, and "
+                    "this run has none (each user keeps budget_per_user %d pairs)",
+                    config.max_per_user, config.budget_per_user)
     return Interval.parse(args.start, args.end), config, not args.no_misses
 
 

@@ -48,3 +48,17 @@ def test_bad_values_name_the_knob(monkeypatch):
         _config(monkeypatch, {}, "--live-gaps", "-1")
     with pytest.raises(ConfigError, match="speculate_live_window"):
         _config(monkeypatch, {"SOLARIS_SPECULATE_LIVE_WINDOW": "2 days"})
+
+
+def test_max_per_user_without_a_global_budget_is_ignored_with_a_warning(monkeypatch, caplog):
+    for name in ("SOLARIS_SPECULATE_GLOBAL_BUDGET", "SOLARIS_SPECULATE_MAX_PER_USER"):
+        monkeypatch.delenv(name, raising=False)
+    # the DAG passes 0 for a param left null
+    args = JOB.parser().parse_args([*INTERVAL, "--max-per-user", "50", "--global-budget", "0"])
+    _, config, _ = JOB.prepare(args, load_settings())
+    assert config.user_cap() == config.budget_per_user
+    assert "max_per_user 50 ignored" in caplog.text
+    caplog.clear()
+    args = JOB.parser().parse_args([*INTERVAL, "--max-per-user", "50", "--global-budget", "900"])
+    _, config, _ = JOB.prepare(args, load_settings())
+    assert config.user_cap() == 50 and "ignored" not in caplog.text
