@@ -157,6 +157,27 @@ def collect_garbage(spark) -> None:
     spark.sparkContext._jvm.java.lang.System.gc()
 
 
+def task_gpu() -> int | None:
+    """The GPU Spark assigned to the running task, as a CUDA ordinal: the first address of its
+    ``gpu`` resource (``spark.task.resource.gpu.amount`` with the executors' GPUs found by a
+    discovery script). None outside a task or without one: the process's default device then
+    serves, which is right for an executor that sees one GPU (a Kubernetes pod) and would put
+    every task of a multi-GPU executor on the first."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return None
+    context = TaskContext.get()
+    gpu = None if context is None else context.resources().get("gpu")
+    if gpu is None or not gpu.addresses:
+        return None
+    address = gpu.addresses[0]
+    if not address.isdigit():
+        raise ValueError(f"GPU address {address!r} of this task is not a CUDA ordinal: the "
+                         "discovery script must print device indices (nvidia-smi's)")
+    return int(address)
+
+
 def exact_sum(column):
     """Aggregate column: the sum of a double ``column`` over a group, as a double, independent
     of the order Spark adds the rows in.

@@ -84,19 +84,26 @@ class InferReport:
         return dict(self.__dict__)
 
 
-_MODELS: dict[str, object] = {}
+_MODELS: dict[tuple[str, str | None], object] = {}
 
 
 def _embedder(folder: str, version: str, threads: int, factories: tuple[str, ...]):
-    """The worker's model, loaded once per (Python worker, version folder)."""
-    if folder not in _MODELS:
-        import torch
+    """The worker's model, loaded once per (Python worker, version folder, device): on the GPU
+    Spark assigned to the task when it assigned one (:func:`~solaris_lib.sparkutil.task_gpu`),
+    else on the default device (the first GPU, or the CPU)."""
+    import torch
 
+    from solaris_lib.sparkutil import task_gpu
+
+    gpu = task_gpu()
+    device = f"cuda:{gpu}" if gpu is not None and torch.cuda.is_available() else None
+    if (folder, device) not in _MODELS:
         from solaris_lib.model.online import FoundationEmbedder
 
         torch.set_num_threads(threads)
-        _MODELS[folder] = FoundationEmbedder.load(folder, version=None, factories=factories)
-    return _MODELS[folder]
+        _MODELS[folder, device] = FoundationEmbedder.load(folder, device, version=None,
+                                                          factories=factories)
+    return _MODELS[folder, device]
 
 
 @dataclass(frozen=True)

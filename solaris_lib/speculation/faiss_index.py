@@ -100,13 +100,16 @@ def _tune_nprobe(index, ids, vectors, queries, k, nlist, seed) -> tuple[int, flo
 
 
 def load_index(blob: bytes, nprobe: int | None):
-    """Deserialize a broadcast index; on a GPU when faiss-gpu sees one."""
+    """Deserialize a broadcast index; on a GPU when faiss-gpu sees one (the one Spark assigned
+    to the task, :func:`~solaris_lib.sparkutil.task_gpu`, else the first)."""
+    from solaris_lib.sparkutil import task_gpu
+
     faiss = _faiss()
     index = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
     if nprobe is not None:
         faiss.extract_index_ivf(index).nprobe = nprobe
     if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
-        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), task_gpu() or 0, index)
     return index
 
 
