@@ -157,12 +157,15 @@ def collect_garbage(spark) -> None:
     spark.sparkContext._jvm.java.lang.System.gc()
 
 
-def task_gpu() -> int | None:
+def task_gpu(visible: int | None = None) -> int | None:
     """The GPU Spark assigned to the running task, as a CUDA ordinal: the first address of its
     ``gpu`` resource (``spark.task.resource.gpu.amount`` with the executors' GPUs found by a
     discovery script). None outside a task or without one: the process's default device then
     serves, which is right for an executor that sees one GPU (a Kubernetes pod) and would put
-    every task of a multi-GPU executor on the first."""
+    every task of a multi-GPU executor on the first. ``visible``: the GPUs this process sees
+    (an address beyond them is a :class:`ConfigError`, not a wrong or opaque device)."""
+    from solaris_lib.errors import ConfigError
+
     try:
         from pyspark import TaskContext
     except ImportError:
@@ -172,9 +175,12 @@ def task_gpu() -> int | None:
     if gpu is None or not gpu.addresses:
         return None
     address = gpu.addresses[0]
-    if not address.isdigit():
-        raise ValueError(f"GPU address {address!r} of this task is not a CUDA ordinal: the "
-                         "discovery script must print device indices (nvidia-smi's)")
+    if not address.isdigit() or (visible is not None and int(address) >= visible):
+        raise ConfigError(
+            f"Spark assigned GPU {address!r} to this task, which is not one of the {visible} "
+            "GPUs this process sees by CUDA ordinal: the discovery script must print CUDA's "
+            "indices (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID, and none hidden by "
+            "CUDA_VISIBLE_DEVICES)")
     return int(address)
 
 

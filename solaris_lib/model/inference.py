@@ -84,26 +84,43 @@ class InferReport:
         return dict(self.__dict__)
 
 
-_MODELS: dict[tuple[str, str | None], object] = {}
+_MODELS: dict[str, object] = {}
 
 
 def _embedder(folder: str, version: str, threads: int, factories: tuple[str, ...]):
-    """The worker's model, loaded once per (Python worker, version folder, device): on the GPU
-    Spark assigned to the task when it assigned one (:func:`~solaris_lib.sparkutil.task_gpu`),
-    else on the default device (the first GPU, or the CPU)."""
+    """The worker's model, loaded once per (Python worker, version folder), on the GPU Spark
+    assigned to the task when it assigned one (moved there when the worker's previous task had
+    another: one copy per worker), else on the default device (the first GPU, or the CPU)."""
+    import torch
+
+    device = _task_device()
+    model = _MODELS.get(folder)
+    if model is None:
+        from solaris_lib.model.online import FoundationEmbedder
+
+        torch.set_num_threads(threads)
+        model = _MODELS[folder] = FoundationEmbedder.load(folder, device, version=None,
+                                                          factories=factories)
+    elif device is not None and str(model.device) != device:
+        model.to(device)
+    return model
+
+
+def _task_device() -> str | None:
+    """``cuda:N`` for the GPU Spark assigned to this task (:func:`~solaris_lib.sparkutil.
+    task_gpu`), made the current CUDA device (pinned host memory and new tensors go there, not
+    to the first GPU); None without one or without CUDA."""
     import torch
 
     from solaris_lib.sparkutil import task_gpu
 
-    gpu = task_gpu()
-    device = f"cuda:{gpu}" if gpu is not None and torch.cuda.is_available() else None
-    if (folder, device) not in _MODELS:
-        from solaris_lib.model.online import FoundationEmbedder
-
-        torch.set_num_threads(threads)
-        _MODELS[folder, device] = FoundationEmbedder.load(folder, device, version=None,
-                                                          factories=factories)
-    return _MODELS[folder, device]
+    if not torch.cuda.is_available():
+        return None
+    gpu = task_gpu(torch.cuda.device_count())
+    if gpu is None:
+        return None
+    torch.cuda.set_device(gpu)
+    return f"cuda:{gpu}"
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ def load_index(blob: bytes, nprobe: int | None):
     if nprobe is not None:
         faiss.extract_index_ivf(index).nprobe = nprobe
     if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
-        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), task_gpu() or 0, index)
+        gpu = task_gpu(faiss.get_num_gpus())
+        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu or 0, index)
     return index
 
 

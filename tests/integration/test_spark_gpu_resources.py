@@ -27,12 +27,17 @@ spark = (SparkSession.builder.master("local-cluster[1,2,1024]")
 
 def addresses(batches):
     import pandas as pd
+    from solaris_lib.errors import ConfigError
     from solaris_lib.sparkutil import task_gpu
     for batch in batches:
-        yield pd.DataFrame({"gpu": [task_gpu()] * len(batch)})
+        try:
+            seen_by_four = task_gpu(visible=4) is not None  # a process seeing GPUs 0-3
+        except ConfigError:
+            seen_by_four = False
+        yield pd.DataFrame({"gpu": [task_gpu()] * len(batch), "four": [seen_by_four] * len(batch)})
 
-rows = spark.range(0, 8, numPartitions=8).mapInPandas(addresses, "gpu int").collect()
-print(json.dumps([r.gpu for r in rows]))
+rows = spark.range(0, 8, numPartitions=8).mapInPandas(addresses, "gpu int, four boolean").collect()
+print(json.dumps([[r.gpu, r.four] for r in rows]))
 spark.stop()
 """
 
@@ -44,8 +49,10 @@ def test_each_task_reads_the_gpu_spark_assigned_to_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", APP, str(script)], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    gpus = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(gpus) == 8 and set(gpus) <= {3, 5}
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rows) == 8 and {gpu for gpu, _ in rows} <= {3, 5}
+    # an address the process cannot see is a clear error, not another GPU or an opaque one
+    assert all(four == (gpu == 3) for gpu, four in rows)
 
 
 def test_without_gpu_resources_a_task_has_none(spark):

@@ -97,12 +97,12 @@ def measured(spark, tmp_path_factory):
     past.release()
 
 
-def _choose(spark, measured, labels):
+def _choose(spark, measured, labels, with_seen: bool = True):
     from solaris_lib.speculation.popular import choose_measure
 
     past, live, seen, config = measured
     frame = spark.createDataFrame(labels, "user_id long, item_id long")
-    return choose_measure(past, frame, live, seen, config)
+    return choose_measure(past, frame, live, seen if with_seen else None, config)
 
 
 def test_a_measure_that_covers_clearly_more_replaces_the_window_counts(spark, measured):
@@ -118,3 +118,11 @@ def test_within_the_noise_the_window_counts_stay(spark, measured):
     measure, coverage = _choose(spark, measured, labels)
     assert measure == "lookback"
     assert coverage == pytest.approx({"lookback": 9 / 20, "short": 11 / 20, "decayed": 0.0})
+
+
+def test_without_the_repeat_source_every_list_is_the_global_head(spark, measured):
+    # item 4 leads every measure: without seen lists it is everyone's one item, by any measure
+    labels = [(u, 4) for u in range(1, 11)] + [(u, 2) for u in range(11, 21)]
+    measure, coverage = _choose(spark, measured, labels, with_seen=False)
+    assert measure == "lookback"
+    assert coverage == pytest.approx({"lookback": 0.5, "short": 0.5, "decayed": 0.5})

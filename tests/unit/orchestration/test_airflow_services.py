@@ -12,14 +12,17 @@ import sys
 
 from solaris_lib.devtools.airflow_services import COMPONENTS, AirflowServices, _wait_gone
 
-SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); time.sleep(60)"
+SLEEPER = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+           "time.sleep(60)")
 
 
 def _group(code: str = SLEEPER) -> subprocess.Popen:
     """A process group of one Python process, once it has set its SIGTERM handler."""
-    process = subprocess.Popen([sys.executable, "-c", code.replace("; time", "; print(flush=True); time")],
-                               start_new_session=True, stdout=subprocess.PIPE)
+    ready = code.replace("; time", "; print(flush=True); time")
+    process = subprocess.Popen([sys.executable, "-c", ready], start_new_session=True,
+                               stdout=subprocess.PIPE)
     process.stdout.readline()
+    process.stdout.close()
     return process
 
 
