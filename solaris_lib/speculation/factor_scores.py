@@ -69,9 +69,26 @@ def vector_frames(mined: Mined) -> tuple[dict, dict]:
     return users, items
 
 
+def _collect(frames: dict, key: str) -> dict:
+    """{name: pandas (key, factor)} of every frame, collected by one Spark job (a union tagged
+    by name: each collect is a job of its own, and the tables are small)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    if not frames:
+        return {}
+    tagged = [frame.select(F.lit(name).alias("_name"), F.col(key).cast("long").alias(key),
+                           F.col("factor").cast("array<float>").alias("factor"))
+              for name, frame in frames.items()]
+    together = reduce(lambda a, b: a.unionByName(b), tagged).toPandas()
+    return {name: together[together["_name"] == name].drop(columns="_name")
+            for name in frames}
+
+
 def _table(frames: dict, key: str) -> tuple[np.ndarray, dict]:
     """(sorted ids (n,) int64, {name: (n, dim) float32 with NaN rows where absent})."""
-    local = {name: frame.select(key, "factor").toPandas() for name, frame in frames.items()}
+    local = _collect(frames, key)
     ids = np.unique(np.concatenate([f[key].to_numpy(np.int64) for f in local.values()]
                                    or [np.zeros(0, np.int64)]))
     tables = {}
