@@ -129,13 +129,16 @@ def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> 
             .groupBy("user_id").agg(F.collect_list(F.struct("item_id", "rows")).alias("labels")))
     users = rows.join(seen, "user_id", "left") if seen is not None else rows.withColumn(
         "seen", F.lit(None).cast("array<long>"))
-    sums = users.mapInPandas(_measure_hits(tops, n, measures), _hits_schema(measures)).agg(
-        *[F.sum(c).alias(c) for c in _hits_schema(measures).fieldNames()]).first()
-    total = sums["total"] or 0
-    covered = {m: (sums[f"covered_{m}"] or 0) / total if total else 0.0 for m in measures}
+    schema = _hits_schema(measures)
+    sums = users.mapInPandas(_measure_hits(tops, n, measures), schema).agg(
+        *[F.sum(c).alias(c) for c in schema.fieldNames()]).first()
+    rows_of = {name: sums[name] or 0 for name in schema.fieldNames()}
+    total = rows_of["total"]
+    covered = {m: rows_of[m] / total if total else 0.0 for m in measures}
     first, margins = measures[0], {}
-    for other in measures[1:]:
-        b, c = sums[f"only_{other}"] or 0, sums[f"only_{first}_not_{other}"] or 0
+    for other in measures[1:]:  # rows only the other's lists cover, only the first's
+        b = rows_of[other] - rows_of[f"both_{other}"]
+        c = rows_of[first] - rows_of[f"both_{other}"]
         margins[other] = (b - c) / max(2.0 * np.sqrt(b + c), 1.0)
     clear = [m for m in measures[1:] if margins[m] > 1.0]
     best = max(clear, key=lambda m: (covered[m], -measures.index(m))) if clear else first
@@ -147,13 +150,12 @@ def choose_measure(past: Mined, labels, live, seen, config: SpeculateConfig) -> 
 
 
 def _hits_schema(measures: tuple[str, ...]):
-    """Per user: labelled rows, rows each measure's list covers, and against the first
-    measure the rows only the other's list covers and only the first's covers."""
+    """Per user: ``total`` labelled rows, the rows each measure's list covers (named by the
+    measure) and, for each measure after the first, the rows both its list and the first's
+    cover (``both_<measure>``)."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    first = measures[0]
-    names = ["total", *[f"covered_{m}" for m in measures],
-             *[f"only_{m}" for m in measures[1:]], *[f"only_{first}_not_{m}" for m in measures[1:]]]
+    names = ["total", *measures, *[f"both_{m}" for m in measures[1:]]]
     return StructType([StructField(name, LongType()) for name in names])
 
 
@@ -161,7 +163,7 @@ def _measure_hits(tops: dict[str, list[int]], n: int, measures: tuple[str, ...])
     """mapInPandas function: (user_id, labels [(item_id, rows)], seen) -> one row of
     :func:`_hits_schema` per user: each measure's list is the user's first ``n`` of
     ``tops[m]`` not in ``seen``, as :func:`popular_candidates` makes it."""
-    first = measures[0]
+    first, columns = measures[0], _hits_schema(measures).fieldNames()
 
     def hits(batches):
         import pandas as pd
@@ -171,12 +173,14 @@ def _measure_hits(tops: dict[str, list[int]], n: int, measures: tuple[str, ...])
             for labels, seen in zip(batch["labels"], batch["seen"], strict=True):
                 label = {entry["item_id"]: entry["rows"] for entry in labels}
                 lists = {m: set(_new_in(tops[m], seen, n)) for m in measures}
-                got = {m: sum(label.get(i, 0) for i in lists[m]) for m in measures}
-                out.append([sum(label.values()), *[got[m] for m in measures],
-                            *[sum(label.get(i, 0) for i in lists[m] - lists[first])
-                              for m in measures[1:]],
-                            *[sum(label.get(i, 0) for i in lists[first] - lists[m])
-                              for m in measures[1:]]])
-            yield pd.DataFrame(out, columns=_hits_schema(measures).fieldNames(), dtype="int64")
+                out.append([sum(label.values()),
+                            *[_rows_on(label, lists[m]) for m in measures],
+                            *[_rows_on(label, lists[m] & lists[first]) for m in measures[1:]]])
+            yield pd.DataFrame(out, columns=columns, dtype="int64")
 
     return hits
+
+
+def _rows_on(label: dict[int, int], items: set[int]) -> int:
+    """The labelled rows (``label``: item -> rows) on ``items``."""
+    return sum(label.get(i, 0) for i in items)
