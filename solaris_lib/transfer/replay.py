@@ -9,9 +9,9 @@ logs, as the precompute DAG runs them:
    before the first run, for the learned scorer's labelled interval);
 2. ``speculate`` (:func:`~solaris_lib.speculation.pipeline.run_speculate`): the scorer trained
    on the previous interval (candidates as of ``s - L``, labels from ``[s - L, s)``);
-3. ``infer``: :func:`~solaris_lib.model.inference.run_inference` with the experiment's FM
-   written as a model version, then :func:`~solaris_lib.model.fallback.embed_fallback_level`
-   (the cluster, item -> cluster and item-prior tables), as ``jobs/infer_embeddings.py`` does.
+3. ``infer``: :func:`~solaris_lib.model.fallback.embed_interval` with the experiment's FM
+   written as a model version (the exact embeddings, then the cluster, item -> cluster and
+   item-prior tables), the stage ``jobs/infer_embeddings.py`` runs.
 
 ``retrieval`` (:func:`~solaris_lib.speculation.pipeline.run_retrieval`) runs once, for the
 interval before the first run; every later run reads those factors (the newest fitted on logs
@@ -47,8 +47,8 @@ from solaris_lib.layout import (
     join,
 )
 from solaris_lib.model import artefact
-from solaris_lib.model.fallback import embed_fallback_level
-from solaris_lib.model.inference import InferRequest, run_inference
+from solaris_lib.model.fallback import embed_interval
+from solaris_lib.model.inference import InferRequest
 from solaris_lib.model.train import MODEL_NAME
 from solaris_lib.sparkutil import collect_garbage
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
@@ -220,8 +220,7 @@ class Replay:
         for each in (run.previous(), run):
             self._mine(each)
         spec = run_speculate(self.spark, self.layout, run, self.spec_cfg)
-        run_inference(self.spark, self.settings, InferRequest(run, self.fm.version))
-        embed_fallback_level(self.spark, self.settings, run, self.fm.version)
+        embed_interval(self.spark, self.settings, InferRequest(run, self.fm.version))
         cache = load_served(self.layout, run, interval, spec["scorer"], self.fm.dim)
         collect_garbage(self.spark)
         log.info("cache for %s: %d pairs of %d users (%s scorer) in %.1f s", interval.key,
