@@ -33,18 +33,28 @@ def exists(path: str) -> bool:
     return fs.get_file_info(inner).type != pafs.FileType.NotFound
 
 
-def write_text(path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to the file ``path`` (a staging folder's: not atomic itself)."""
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to the file ``path`` (a staging folder's: not atomic itself)."""
     fs, inner = filesystem(path)
     with fs.open_output_stream(inner) as out:
-        out.write(text.encode())
+        out.write(data)
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of the file ``path``."""
+    fs, inner = filesystem(path)
+    with fs.open_input_stream(inner) as handle:
+        return handle.read()
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to the file ``path`` (a staging folder's: not atomic itself)."""
+    write_bytes(path, text.encode())
 
 
 def read_text(path: str) -> str:
     """The UTF-8 text of the file ``path``."""
-    fs, inner = filesystem(path)
-    with fs.open_input_stream(inner) as handle:
-        return handle.read().decode()
+    return read_bytes(path).decode()
 
 
 def is_complete(folder: str) -> bool:

@@ -22,7 +22,14 @@ from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.layout import join
 from solaris_lib.model.config import FoundationConfig
 from solaris_lib.model.contract import FOUNDATION_FACTORY, SHIPPED_FACTORIES
-from solaris_lib.storage import atomic_folder, exists, filesystem, is_complete
+from solaris_lib.storage import (
+    atomic_folder,
+    exists,
+    filesystem,
+    is_complete,
+    read_text,
+    write_text,
+)
 
 WEIGHTS, CONFIG, MANIFEST, METRICS, WINDOW, SERVING = (
     "weights.pt", "config.json", "manifest.json", "metrics.json", "window.json", "serving.json")
@@ -41,28 +48,8 @@ class ArtefactMismatchError(SolarisError):
     exit_code = 2
 
 
-def read_bytes(path: str) -> bytes:
-    fs, inner = filesystem(path)
-    with fs.open_input_stream(inner) as stream:
-        return stream.read()
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    fs, inner = filesystem(path)
-    with fs.open_output_stream(inner) as stream:
-        stream.write(data)
-
-
-def _read_text(path: str) -> str:
-    return read_bytes(path).decode()
-
-
-def _write_text(path: str, text: str) -> None:
-    write_bytes(path, text.encode())
-
-
 def read_json(path: str) -> dict:
-    return json.loads(_read_text(path))
+    return json.loads(read_text(path))
 
 
 def weights_digest(state: dict, cfg) -> str:
@@ -95,10 +82,10 @@ def write_version(model_root: str, version: str, state: dict, cfg, metrics: dict
         fs, inner = filesystem(join(staging, WEIGHTS))
         with fs.open_output_stream(inner) as stream:
             stream.write(buf.getvalue())
-        _write_text(join(staging, CONFIG), cfg.to_json())
-        _write_text(join(staging, MANIFEST), json.dumps({"factory": factory}, indent=2))
-        _write_text(join(staging, METRICS), json.dumps(metrics, sort_keys=True, indent=2))
-        _write_text(join(staging, WINDOW), json.dumps(window, sort_keys=True, indent=2))
+        write_text(join(staging, CONFIG), cfg.to_json())
+        write_text(join(staging, MANIFEST), json.dumps({"factory": factory}, indent=2))
+        write_text(join(staging, METRICS), json.dumps(metrics, sort_keys=True, indent=2))
+        write_text(join(staging, WINDOW), json.dumps(window, sort_keys=True, indent=2))
     return final
 
 

@@ -31,7 +31,7 @@ import torch
 from solaris_lib.layout import join
 from solaris_lib.model import artefact
 from solaris_lib.model.contract import EXPORTED_FACTORY
-from solaris_lib.storage import atomic_folder
+from solaris_lib.storage import atomic_folder, read_bytes, write_bytes
 
 ENCODE, EMBED = "encode", "embed"
 _EXAMPLE_B, _EXAMPLE_L, _EXAMPLE_T = 13, 17, 19  # sizes no model dimension is likely to share
@@ -115,13 +115,13 @@ def export_version(net, model_root: str, version: str, metrics: dict | None = No
     with atomic_folder(final) as staging:
         buf = io.BytesIO()
         torch.save(tensors, buf)
-        artefact.write_bytes(join(staging, artefact.WEIGHTS), buf.getvalue())
+        write_bytes(join(staging, artefact.WEIGHTS), buf.getvalue())
         for name, graph in graphs.items():
-            artefact.write_bytes(join(staging, f"{name}.json"), graph)
+            write_bytes(join(staging, f"{name}.json"), graph)
         for name, value in ((artefact.CONFIG, config),
                             (artefact.MANIFEST, {"factory": EXPORTED_FACTORY}),
                             (artefact.METRICS, metrics or {}), (artefact.WINDOW, window or {})):
-            artefact.write_bytes(join(staging, name), json.dumps(value, indent=2).encode())
+            write_bytes(join(staging, name), json.dumps(value, indent=2).encode())
     return final
 
 
@@ -170,7 +170,7 @@ def exported_program(config: dict, folder: str) -> ExportedModel:
     programs = {}
     for name in (ENCODE, EMBED):
         try:
-            graph = artefact.read_bytes(join(folder, f"{name}.json"))
+            graph = read_bytes(join(folder, f"{name}.json"))
         except (FileNotFoundError, OSError) as err:
             raise artefact.ArtefactMismatchError(f"{folder} has no {name}.json: {err}") from err
         parts = {kind: {k.split("/", 1)[1]: v for k, v in tensors.items()
