@@ -83,15 +83,12 @@ def _cluster_embeddings(spark, embed, hist_path: str, users_df, representatives:
     with each cluster's representative item."""
     from pyspark.sql import functions as F
 
-    from solaris_lib.model.inference import OUTPUT_DDL
-
     reps = [int(r) for r in representatives]
     rep_df = spark.createDataFrame([(r, c) for c, r in enumerate(reps)],
                                    "item_id long, cluster_id int")
     grouped = users_df.select("user_id", F.array(*[F.lit(r) for r in reps]).cast(
         "array<bigint>").alias("item_ids")).join(_history(spark, hist_path), "user_id", "left")
-    out = grouped.sortWithinPartitions("user_id").mapInArrow(embed, OUTPUT_DDL).filter(
-        F.col("finite"))  # users in id order: the same passes, the same bytes on a rerun
+    out = embed.over(grouped).filter(F.col("finite"))
     return out.join(F.broadcast(rep_df), "item_id").select(
         "user_id", "cluster_id", "model_version", "embedding")
 
@@ -101,8 +98,6 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
     left join gives them the empty history) with every item."""
     from pyspark.sql import functions as F
 
-    from solaris_lib.model.inference import OUTPUT_DDL
-
     users = prior_users(items)
     cuts = np.flatnonzero(np.diff(users)) + 1
     rows = [(int(part_users[0]), part_items.tolist())
@@ -110,8 +105,7 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
                                               strict=True) if len(part_users)]
     pseudo = spark.createDataFrame(rows, "user_id long, item_ids array<bigint>")
     grouped = pseudo.join(_history(spark, hist_path), "user_id", "left")
-    out = grouped.sortWithinPartitions("user_id").mapInArrow(embed, OUTPUT_DDL).filter(
-        F.col("finite"))
+    out = embed.over(grouped).filter(F.col("finite"))
     return out.select("item_id", "model_version", "embedding")
 
 
@@ -152,10 +146,15 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     embed = EmbedBatches(folder, version, int(interval.end.timestamp() * 1_000_000),
                          batch_users, threads, factories)
     users = int(users_df.count())
-    out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives)
+    # persisted: with several files the range partitioning samples its input first, which
+    # would run the model twice
+    out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives).persist()
     files = max(1, -(-users * len(representatives) // ROWS_PER_FILE))  # users x k rows
-    rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
-                           ["user_id", "cluster_id"], partitions=files)
+    try:
+        rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
+                               ["user_id", "cluster_id"], partitions=files)
+    finally:
+        out.unpersist()
     n_priors = 0
     if priors:
         prior = _prior_embeddings(spark, embed, hist_path, clusters.item_ids)

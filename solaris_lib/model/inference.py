@@ -135,6 +135,12 @@ class EmbedBatches:
     threads: int
     factories: tuple[str, ...]  # allowed model factories (SOLARIS_MODEL_FACTORIES)
 
+    def over(self, frame):
+        """``frame``'s rows embedded (:data:`OUTPUT_DDL`), its users in id order within each
+        partition: the model's passes (whose padded widths follow their users) are the same on
+        every rerun, and so are the fp16 bytes and the cache digest."""
+        return frame.sortWithinPartitions("user_id").mapInArrow(self, OUTPUT_DDL)
+
     def __call__(self, batches):
         model = _embedder(self.folder, self.version, self.threads, self.factories)
         for batch in batches:
@@ -205,9 +211,7 @@ def run_inference(spark, settings: SolarisSettings, request: InferRequest) -> In
     users = user_pairs(spark, spec, hist)
     fn = EmbedBatches(folder, version, int(request.interval.end.timestamp() * 1_000_000),
                       request.batch_users, request.threads, factories)
-    # users in id order within each partition: the model's passes (whose padded widths follow
-    # their users) are the same on every rerun, and so are the fp16 bytes and the cache digest
-    out = users.sortWithinPartitions("user_id").mapInArrow(fn, OUTPUT_DDL).persist()
+    out = fn.over(users).persist()
     final = layout.output(EMBEDDINGS, request.interval)
     try:
         written, rejected = _write(out, final, request)
