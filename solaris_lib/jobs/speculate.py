@@ -47,7 +47,7 @@ def _prepare(args, settings):
         max_per_user=args.max_per_user or settings.speculate_max_per_user or 0,
         faiss_k=args.faiss_k or settings.speculate_faiss_k or 0,
         scorer=args.scorer, **live_overrides(args, settings))
-    if config.max_per_user and config.global_budget is None:
+    if config.max_per_user and config.user_cap() != config.max_per_user:
         log.warning("max_per_user %d ignored: it caps a user's share of a global budget, and "
                     "this run has none (each user keeps budget_per_user %d pairs)",
                     config.max_per_user, config.budget_per_user)
