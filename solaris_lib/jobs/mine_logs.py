@@ -3,15 +3,20 @@
     spark-submit solaris_lib/jobs/mine_logs.py --start 2026-01-05T10:00 --end 2026-01-05T11:00 [--lookback 28d]
 
 Writes ``mined/{user_history,pair_stats,item_stats,user_stats,cooccurrence}/interval=KEY`` under
-``SOLARIS_DATA_ROOT`` (see ``solaris_lib.speculation.mine``). Prints one JSON line of row counts.
+``SOLARIS_DATA_ROOT`` (see ``solaris_lib.speculation.mine``). Prints one JSON line: rows written
+per table and the rows of the interval's log files that validation refused (``quarantined``:
+``rows`` and ``reasons``, the rows per reason; the metric ``mine.quarantined.rows``).
 """
 
+import logging
 import sys
 
 from solaris_lib.intervals import Interval
 from solaris_lib.orchestration.jobrunner import Job, run_job
 from solaris_lib.speculation.config import MineConfig, mine_config
 from solaris_lib.speculation.jobargs import add_lookback_argument, given, lookback_override
+
+log = logging.getLogger(__name__)
 
 
 def _arguments(parser) -> None:
@@ -27,11 +32,18 @@ def _prepare(args, settings):
 
 def _run(spark, settings, request):
     from solaris_lib.layout import DataLayout
+    from solaris_lib.logs.reader import quarantined_in
     from solaris_lib.speculation.pipeline import run_mine
 
     interval, config = request
-    written = run_mine(spark, DataLayout.from_settings(settings), interval, config)
-    return {"interval": interval.key, "rows": written}
+    layout = DataLayout.from_settings(settings)
+    written = run_mine(spark, layout, interval, config)
+    refused = quarantined_in(layout.logs, interval)
+    if refused:
+        log.warning("%d log rows of %s quarantined under %s: %s", sum(refused.values()),
+                    interval, layout.quarantine, refused)
+    return {"interval": interval.key, "rows": written,
+            "quarantined": {"rows": sum(refused.values()), "reasons": refused}}
 
 
 JOB = Job("mine", __doc__, _prepare, _run, _arguments)

@@ -24,7 +24,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import QUARANTINE_DIRNAME, join
 from solaris_lib.logs.conform import check_columns
 from solaris_lib.logs.schema import REQUEST_LOG_SCHEMA, WITH_EVAL_SCHEMA, hour_partition
-from solaris_lib.logs.validate import FileReport, validate_files
+from solaris_lib.logs.validate import FileReport, quarantined_rows, validate_files
 from solaris_lib.storage import filesystem, list_files
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,13 @@ def window_files(logs_root: str, interval: Interval) -> list[str]:
     for hour in interval.hours():
         files.extend(list_files(join(logs_root, hour_partition(hour))))
     return files
+
+
+def quarantined_in(logs_root: str, interval: Interval) -> dict[str, int]:
+    """{reason: rows} the last validation of each log file of ``interval``'s hours refused
+    (from their quarantine files under the default quarantine folder; empty: none)."""
+    return quarantined_rows(window_files(logs_root, interval), logs_root,
+                            join(logs_root, QUARANTINE_DIRNAME))
 
 
 def _in_window(table: pa.Table, start: datetime, end: datetime) -> pa.Table:

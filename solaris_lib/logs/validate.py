@@ -88,6 +88,33 @@ def write_quarantine(raw: pa.Table, reasons: np.ndarray, source: str, target: st
         raise
 
 
+def _remove_file(path: str) -> None:
+    fs, inner = filesystem(path)
+    if fs.get_file_info(inner).type == pafs.FileType.File:
+        fs.delete_file(inner)
+
+
+def quarantined_rows(paths: list[str], root: str, quarantine_root: str) -> dict[str, int]:
+    """{reason: rows} refused in the log files ``paths`` (under ``root``), read from their
+    quarantine files under ``quarantine_root``: what the last validation of each file refused
+    (:func:`validate_files` writes a file's refused rows, and removes them once the file
+    validates clean). Empty when nothing was refused."""
+    targets = [_quarantine_target(path, root, quarantine_root) for path in paths]
+    if not targets:
+        return {}
+    fs, _ = filesystem(targets[0])
+    inner = [filesystem(target)[1] for target in targets]
+    counts: dict[str, int] = {}
+    for info in fs.get_file_info(inner):
+        if info.type != pafs.FileType.File:
+            continue
+        reasons = pq.read_table(info.path, columns=["_reason"], filesystem=fs).column(0)
+        for reason, n in zip(*np.unique(reasons.to_numpy(zero_copy_only=False),
+                                        return_counts=True), strict=True):
+            counts[str(reason)] = counts.get(str(reason), 0) + int(n)
+    return dict(sorted(counts.items()))
+
+
 @dataclass
 class _Checked:
     """One file read and checked: its rows as read, conformed, and a reason code per row."""
@@ -180,10 +207,13 @@ def _by_folder(paths: list[str]) -> list[list[str]]:
 def _finish(checked: _Checked, root: str, quarantine_root: str | None
             ) -> tuple[pa.Table, FileReport]:
     report = _report(checked)
-    if report.rows_quarantined and quarantine_root is not None:
+    if quarantine_root is not None:
         target = _quarantine_target(checked.path, root, quarantine_root)
-        write_quarantine(checked.raw, checked.reasons, checked.path, target)
-        report.quarantine_path = target
+        if report.rows_quarantined:
+            write_quarantine(checked.raw, checked.reasons, checked.path, target)
+            report.quarantine_path = target
+        else:  # a file delivered again without bad rows: its old refused rows are no more
+            _remove_file(target)
     if report.rows_quarantined:
         log.warning("%s: %d of %d rows quarantined %s", checked.path, report.rows_quarantined,
                     report.rows_read, report.quarantined)

@@ -198,3 +198,32 @@ def test_an_empty_file_is_a_valid_empty_partition(tmp_path, spark):
     read = read_window(str(tmp_path), WINDOW)
     assert read.table.num_rows == 0 and read.table.schema == REQUEST_LOG_SCHEMA
     assert read_window_spark(spark, str(tmp_path), WINDOW).count() == 0
+
+
+def test_the_mine_job_reports_the_rows_its_interval_refused_until_redelivered_clean(tmp_path,
+                                                                                     spark):
+    """The mine job's report (and metric ``quarantined.rows``) counts the interval's refused
+    rows by reason; a file delivered again without bad rows takes its quarantine file away."""
+    from solaris_lib.config import load_settings
+    from solaris_lib.jobs import mine_logs
+    from solaris_lib.orchestration.reporting import metrics_of
+    from solaris_lib.speculation.config import MineConfig
+
+    data = logs(40)
+    users = data["user_id"].to_pylist()
+    users[0], users[1] = None, -4
+    bad = dict(data, user_id=pa.array(users, pa.int64()))
+    write(tmp_path / "logs", bad)
+    write(tmp_path / "logs", logs(20, first_item=100), name="part-1.parquet")
+    settings = load_settings(data_root=str(tmp_path))
+    request = (WINDOW, MineConfig(lookback=timedelta(hours=3)))
+    report = mine_logs._run(spark, settings, request)
+    assert report["quarantined"] == {"rows": 2, "reasons": {"negative_user_id": 1,
+                                                             "null_user_id": 1}}
+    assert metrics_of("mine", report)["quarantined.rows"] == 2
+    target = tmp_path / "logs" / "_quarantine" / "dt=2026-01-05" / "hour=10" / "part-0.parquet"
+    assert target.exists()
+
+    write(tmp_path / "logs", logs(40))  # the same file, corrected by its producer
+    report = mine_logs._run(spark, settings, request)
+    assert report["quarantined"] == {"rows": 0, "reasons": {}} and not target.exists()
