@@ -59,7 +59,7 @@ with DAG(
     infer = spark_task(spec, "infer", "infer_embeddings", inlets=[asset("foundation-model", spec)])
     evaluate = spark_task(spec, "evaluate", "evaluate")
     publish = spark_task(spec, "publish", "publish_cache", outlets=[asset("embedding-cache", spec)],
-                         joined_metrics=("speculate", "infer", "evaluate"))
+                         joined_metrics=("mine", "speculate", "infer", "evaluate"))
 
     wait_for_logs >> [mine, evaluate]
     mine >> speculate >> infer >> publish

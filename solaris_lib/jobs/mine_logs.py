@@ -4,8 +4,8 @@
 
 Writes ``mined/{user_history,pair_stats,item_stats,user_stats,cooccurrence}/interval=KEY`` under
 ``SOLARIS_DATA_ROOT`` (see ``solaris_lib.speculation.mine``). Prints one JSON line: rows written
-per table and the rows of the interval's log files that validation refused (``quarantined``:
-``rows`` and ``reasons``, the rows per reason; the metric ``mine.quarantined.rows``).
+per table and the rows of the interval's log files that validation refused: ``quarantined``
+({reason: rows}, as in the publish report) and ``quarantined_rows`` (the metric).
 """
 
 import logging
@@ -32,18 +32,31 @@ def _prepare(args, settings):
 
 def _run(spark, settings, request):
     from solaris_lib.layout import DataLayout
-    from solaris_lib.logs.reader import quarantined_in
     from solaris_lib.speculation.pipeline import run_mine
 
     interval, config = request
     layout = DataLayout.from_settings(settings)
     written = run_mine(spark, layout, interval, config)
-    refused = quarantined_in(layout.logs, interval)
+    return {"interval": interval.key, "rows": written, **_refused(layout, interval)}
+
+
+def _refused(layout, interval) -> dict:
+    """``quarantined`` ({reason: rows}) and ``quarantined_rows`` of the interval's log files
+    (None, with a warning, when the quarantine cannot be read: the mined tables are written
+    and a retry would redo them for a figure)."""
+    import pyarrow as pa
+
+    from solaris_lib.logs.reader import quarantined_in
+
+    try:
+        refused = quarantined_in(layout.logs, interval, layout.quarantine)
+    except (OSError, pa.ArrowException) as exc:
+        log.warning("could not count the quarantined rows under %s: %s", layout.quarantine, exc)
+        return {"quarantined": None, "quarantined_rows": None}
     if refused:
         log.warning("%d log rows of %s quarantined under %s: %s", sum(refused.values()),
                     interval, layout.quarantine, refused)
-    return {"interval": interval.key, "rows": written,
-            "quarantined": {"rows": sum(refused.values()), "reasons": refused}}
+    return {"quarantined": refused, "quarantined_rows": sum(refused.values())}
 
 
 JOB = Job("mine", __doc__, _prepare, _run, _arguments)

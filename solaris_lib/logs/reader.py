@@ -52,11 +52,10 @@ def window_files(logs_root: str, interval: Interval) -> list[str]:
     return files
 
 
-def quarantined_in(logs_root: str, interval: Interval) -> dict[str, int]:
+def quarantined_in(logs_root: str, interval: Interval, quarantine_root: str) -> dict[str, int]:
     """{reason: rows} the last validation of each log file of ``interval``'s hours refused
-    (from their quarantine files under the default quarantine folder; empty: none)."""
-    return quarantined_rows(window_files(logs_root, interval), logs_root,
-                            join(logs_root, QUARANTINE_DIRNAME))
+    (from their quarantine files under ``quarantine_root``; empty: none)."""
+    return quarantined_rows(window_files(logs_root, interval), logs_root, quarantine_root)
 
 
 def _in_window(table: pa.Table, start: datetime, end: datetime) -> pa.Table:

@@ -88,27 +88,39 @@ def write_quarantine(raw: pa.Table, reasons: np.ndarray, source: str, target: st
         raise
 
 
+def _quarantined_files(paths: list[str], root: str, quarantine_root: str) -> set[str]:
+    """The quarantine files present for ``paths`` (their targets), found by listing each hour's
+    quarantine folder once (not a lookup per file)."""
+    folders = {_quarantine_target(path, root, quarantine_root).rsplit("/", 1)[0]
+               for path in paths}
+    return {found for folder in folders for found in list_files(folder)}
+
+
 def _remove_file(path: str) -> None:
+    """Delete ``path``; gone already is fine (two readers of one hour may both remove it)."""
     fs, inner = filesystem(path)
-    if fs.get_file_info(inner).type == pafs.FileType.File:
+    try:
         fs.delete_file(inner)
+    except FileNotFoundError:
+        pass
 
 
 def quarantined_rows(paths: list[str], root: str, quarantine_root: str) -> dict[str, int]:
     """{reason: rows} refused in the log files ``paths`` (under ``root``), read from their
     quarantine files under ``quarantine_root``: what the last validation of each file refused
-    (:func:`validate_files` writes a file's refused rows, and removes them once the file
-    validates clean). Empty when nothing was refused."""
-    targets = [_quarantine_target(path, root, quarantine_root) for path in paths]
-    if not targets:
-        return {}
-    fs, _ = filesystem(targets[0])
-    inner = [filesystem(target)[1] for target in targets]
+    (:func:`validate_files` writes a file's refused rows, and removes them when the file is
+    next read clean). Empty when nothing was refused."""
+    present = _quarantined_files(paths, root, quarantine_root)
     counts: dict[str, int] = {}
-    for info in fs.get_file_info(inner):
-        if info.type != pafs.FileType.File:
+    for path in paths:
+        target = _quarantine_target(path, root, quarantine_root)
+        if target not in present:
             continue
-        reasons = pq.read_table(info.path, columns=["_reason"], filesystem=fs).column(0)
+        fs, inner = filesystem(target)
+        try:
+            reasons = pq.read_table(inner, columns=["_reason"], filesystem=fs).column(0)
+        except FileNotFoundError:  # removed since the listing: its file is clean now
+            continue
         for reason, n in zip(*np.unique(reasons.to_numpy(zero_copy_only=False),
                                         return_counts=True), strict=True):
             counts[str(reason)] = counts.get(str(reason), 0) + int(n)
@@ -193,7 +205,9 @@ def validate_files(
             log.warning("%s: %d rows repeat a row of an earlier file of the hour (same "
                         "request_id and item_id): quarantined as duplicate_row",
                         hour[0].rsplit("/", 1)[0], repeats)
-        out.extend(_finish(one, root, quarantine_root) for one in checked)
+        present = set() if quarantine_root is None else \
+            _quarantined_files(hour, root, quarantine_root)
+        out.extend(_finish(one, root, quarantine_root, present) for one in checked)
     return out
 
 
@@ -204,15 +218,18 @@ def _by_folder(paths: list[str]) -> list[list[str]]:
     return list(groups.values())
 
 
-def _finish(checked: _Checked, root: str, quarantine_root: str | None
+def _finish(checked: _Checked, root: str, quarantine_root: str | None, present: set[str]
             ) -> tuple[pa.Table, FileReport]:
+    """``checked``'s clean rows and report; its refused rows written to the quarantine, or
+    its quarantine file removed when it has none now (``present``: the hour's quarantine
+    files: a file delivered again without bad rows)."""
     report = _report(checked)
     if quarantine_root is not None:
         target = _quarantine_target(checked.path, root, quarantine_root)
         if report.rows_quarantined:
             write_quarantine(checked.raw, checked.reasons, checked.path, target)
             report.quarantine_path = target
-        else:  # a file delivered again without bad rows: its old refused rows are no more
+        elif target in present:
             _remove_file(target)
     if report.rows_quarantined:
         log.warning("%s: %d of %d rows quarantined %s", checked.path, report.rows_quarantined,

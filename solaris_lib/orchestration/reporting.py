@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 # job name (jobrunner.Job.name) -> the report fields that are its metrics (dotted: nested)
 PIPELINE_METRICS: dict[str, tuple[str, ...]] = {
-    "mine": ("rows.user_history", "rows.pair_stats", "rows.item_stats", "quarantined.rows"),
+    "mine": ("rows.user_history", "rows.pair_stats", "rows.item_stats", "quarantined_rows"),
     "speculate": ("pairs",),
     "infer-embeddings": ("rows_written", "users", "users_without_history", "non_finite"),
     "evaluate": ("coverage", "coverage_unique", "coverage_known", "coverage_new", "waste",

@@ -195,6 +195,7 @@ def check_metrics_reached_airflow(base: str, token: str, run_id: str, pipeline, 
     assert extra["evaluate.coverage"] == evaluation["coverage"]
     speculated = pq.read_table(layout.output("speculated", SECOND)).num_rows
     assert extra["speculate.pairs"] == speculated == extra["publish.pairs"] > 0
+    assert extra["mine.quarantined_rows"] == 0 and extra["mine.rows.pair_stats"] > 0
     wanted, deadline = {"airflow.solaris.evaluate.coverage", "airflow.solaris.publish.pairs"}, \
         time.monotonic() + 10
     while not wanted <= set(statsd.gauges) and time.monotonic() < deadline:

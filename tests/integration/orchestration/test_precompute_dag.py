@@ -32,6 +32,7 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline, precomput
     evaluation = read_evaluation(layout, FIRST)
     assert evaluation is not None and evaluation["published"] is False  # nothing before FIRST
     # the fallback level's report against its table: every speculated user with every cluster
+    assert read_report(settings, "mine", FIRST)["quarantined_rows"] == 0  # simulated: clean
     level = read_report(settings, "infer-embeddings", FIRST)["fallback"]
     cluster = pq.read_table(layout.output(EMBEDDINGS, FIRST, "cluster")).to_pandas()
     pairs = speculated["user_id"].nunique() * cluster["cluster_id"].nunique()

@@ -202,8 +202,9 @@ def test_an_empty_file_is_a_valid_empty_partition(tmp_path, spark):
 
 def test_the_mine_job_reports_the_rows_its_interval_refused_until_redelivered_clean(tmp_path,
                                                                                      spark):
-    """The mine job's report (and metric ``quarantined.rows``) counts the interval's refused
-    rows by reason; a file delivered again without bad rows takes its quarantine file away."""
+    """The mine job's report (and metric ``quarantined_rows``) counts the interval's refused
+    rows by reason, not those of the earlier hours it mines; a file delivered again without bad
+    rows takes its quarantine file away."""
     from solaris_lib.config import load_settings
     from solaris_lib.jobs import mine_logs
     from solaris_lib.orchestration.reporting import metrics_of
@@ -215,15 +216,22 @@ def test_the_mine_job_reports_the_rows_its_interval_refused_until_redelivered_cl
     bad = dict(data, user_id=pa.array(users, pa.int64()))
     write(tmp_path / "logs", bad)
     write(tmp_path / "logs", logs(20, first_item=100), name="part-1.parquet")
+    earlier = tmp_path / "logs" / "dt=2026-01-05" / "hour=09"  # mined, before the interval
+    earlier.mkdir(parents=True)
+    hour_before = dict(logs(10), ts=pa.array([HOUR - timedelta(minutes=30)] * 10,
+                                             pa.timestamp("us", tz="UTC")))
+    hour_before["item_id"] = pa.array([None] * 10, pa.int64())
+    pq.write_table(pa.table(hour_before), earlier / "part-0.parquet")
     settings = load_settings(data_root=str(tmp_path))
     request = (WINDOW, MineConfig(lookback=timedelta(hours=3)))
     report = mine_logs._run(spark, settings, request)
-    assert report["quarantined"] == {"rows": 2, "reasons": {"negative_user_id": 1,
-                                                             "null_user_id": 1}}
-    assert metrics_of("mine", report)["quarantined.rows"] == 2
-    target = tmp_path / "logs" / "_quarantine" / "dt=2026-01-05" / "hour=10" / "part-0.parquet"
-    assert target.exists()
+    assert report["quarantined"] == {"negative_user_id": 1, "null_user_id": 1}
+    assert report["quarantined_rows"] == metrics_of("mine", report)["quarantined_rows"] == 2
+    quarantine = tmp_path / "logs" / "_quarantine" / "dt=2026-01-05"
+    target = quarantine / "hour=10" / "part-0.parquet"
+    assert target.exists() and (quarantine / "hour=09" / "part-0.parquet").exists()
 
     write(tmp_path / "logs", logs(40))  # the same file, corrected by its producer
     report = mine_logs._run(spark, settings, request)
-    assert report["quarantined"] == {"rows": 0, "reasons": {}} and not target.exists()
+    assert (report["quarantined"], report["quarantined_rows"]) == ({}, 0)
+    assert not target.exists()
