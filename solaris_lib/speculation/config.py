@@ -56,6 +56,10 @@ class RetrievalConfig(BaseModel):
         "well the item factors place items: docs/speculation.md, oracle features)."
     )
     seed: int = Field(7, description="Seed of ALS's initial factors (and of the choice model's).")
+    pairs_per_block: int = Field(
+        100_000, ge=1, description="ALS: rated pairs per user and per item block (2 to 1,000 "
+        "blocks, from the data, not the cluster's size: the initial factors are drawn per block)."
+    )
     choice: bool = Field(
         True, description="Also fit the choice model (:mod:`choice`): item vectors whose "
         "softmax over the catalogue explains which items each user was scored on."

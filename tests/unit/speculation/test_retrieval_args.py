@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from solaris_lib.errors import ConfigError
-from solaris_lib.speculation.config import retrieval_config
+from solaris_lib.speculation.config import RetrievalConfig, retrieval_config
 
 _PATH = Path(__file__).resolve().parents[3] / "jobs" / "train_retrieval.py"
 INTERVAL = ["--start", "2026-01-05", "--end", "2026-01-06"]
@@ -126,3 +126,12 @@ def test_speculation_eval_passes_its_retrieval_flags_to_the_run():
         EvalRequest("x", cutoff, week, week, budget_factor=3.0, retrieval_fields={"rank": 1})
     with pytest.raises(ConfigError, match="choice_dim"):
         EvalRequest("x", cutoff, week, week, budget_factor=3.0, retrieval_fields={"choice_dim": 1})
+
+
+def test_als_blocks_follow_the_rated_pairs_within_bounds():
+    from solaris_lib.speculation.retrieval import als_blocks
+
+    config = RetrievalConfig()
+    assert [als_blocks(n, config) for n in (0, 14_000, 200_000, 330_000, 10**9)] == \
+        [2, 2, 2, 4, 1000]
+    assert als_blocks(330_000, RetrievalConfig(pairs_per_block=10_000)) == 33
