@@ -21,7 +21,8 @@ Kubernetes, client or cluster deploy mode: no code change; docs/scaling.md).
 **Run parameters** ("Trigger DAG w/ config"): `budget_per_user`, `global_budget`,
 `max_per_user`, `scorer`, `lookback`, validated before the run starts. The interval itself is the
 run's data interval (the schedule, `SOLARIS_INTERVAL`; a manual run of another interval passes
-`data_interval_start`/`data_interval_end` through the REST API).
+`data_interval_start`/`data_interval_end` through the REST API; partitions are keyed by the start,
+so a run whose start another run of another length used fails, exit 2, docs/pipeline.md).
 
 **Assets**: `speculate` and `infer` read the training DAGs' `solaris_retrieval_factors` and
 `solaris_foundation_model`; `publish` updates `solaris_embedding_cache`, whose events carry the

@@ -22,7 +22,7 @@ def _run(spark, settings, request):
 
 
 JOB = Job("train-foundation", __doc__, lambda args, settings: train_request(args), _run,
-          add_train_arguments, spark=False)
+          add_train_arguments, spark=False, keyed=False)  # writes model versions, not partitions
 
 
 def main(argv=None) -> int:

@@ -31,6 +31,7 @@ from solaris_lib.intervals import Interval
 log = logging.getLogger(__name__)
 REPORTS = "reports"
 REPORT_FILE = "report.json"
+INTERVAL_FILE = "interval.json"  # beside the report: the run's whole interval, not just its key
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,9 @@ class Job:
     the entrypoint's docstring (its first line is the ``--help`` summary); ``prepare(args,
     settings)``: the typed request; ``run(spark, settings, request)``: the report (a dict, or
     an object with ``as_dict()``); ``spark``: False for jobs that start no SparkSession (``run``
-    then gets None).
+    then gets None); ``keyed``: whether its outputs are partitions keyed by the interval (a run
+    is then refused beside another run's partitions of another length:
+    :func:`refuse_another_length`).
     """
 
     name: str
@@ -54,6 +57,7 @@ class Job:
     run: Callable[[Any, SolarisSettings, Any], Any]
     add_arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
     spark: bool = True
+    keyed: bool = True
 
     def parser(self) -> argparse.ArgumentParser:
         """``--start``/``--end`` and the job's own flags (which may redefine those two)."""
@@ -96,6 +100,33 @@ def write_report(settings: SolarisSettings, job_name: str, interval: Interval, t
 
     with atomic_folder(report_path(settings, job_name, interval)) as staging:
         write_text(join(staging, REPORT_FILE), text)
+        write_text(join(staging, INTERVAL_FILE), json.dumps(
+            {"start": interval.start.isoformat(), "end": interval.end.isoformat()}))
+
+
+def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
+    """Raise :class:`ConfigError` when an earlier run of ``job_name`` wrote its partitions for
+    an interval with ``interval``'s start and another end: partitions are keyed by the start
+    alone, so this run would replace that run's tables with another length's (a manual daily
+    run beside the hourly schedule, a changed ``SOLARIS_INTERVAL``). A rerun of the same
+    interval, and a partition written before the report recorded its interval, pass."""
+    from solaris_lib.intervals import parse_timestamp
+    from solaris_lib.layout import join
+    from solaris_lib.storage import exists, is_complete, read_text
+
+    folder = report_path(settings, job_name, interval)
+    recorded = join(folder, INTERVAL_FILE)
+    if not is_complete(folder) or not exists(recorded):
+        return
+    earlier = json.loads(read_text(recorded))
+    start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
+    if (start, end) != (interval.start, interval.end):
+        raise ConfigError(
+            f"{job_name}: the partitions keyed {interval.key} hold the interval "
+            f"[{start.isoformat()}, {end.isoformat()}) (its report under {folder}); this run is "
+            f"{interval}. Partitions are keyed by the interval's start, so runs of different "
+            "lengths cannot share a start: run the interval the partitions were written for, "
+            "or write to another SOLARIS_DATA_ROOT")
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
@@ -116,8 +147,11 @@ def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
     exit code, 2 or 7, and a message naming the file), not as Spark's."""
     from solaris_lib.logs.reader import contract_errors_from_executors
 
+    interval = Interval.parse(args.start, args.end)
     if not job.spark:
         settings = load_settings()
+        if job.keyed:
+            refuse_another_length(settings, job.name, interval)
         with contract_errors_from_executors():
             return settings, job.run(None, settings, job.prepare(args, settings))
     from solaris_lib.sparkutil import spark_session
@@ -125,6 +159,8 @@ def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
     with spark_session(f"solaris-{job.name}") as spark:
         apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
         settings = load_settings()
+        if job.keyed:
+            refuse_another_length(settings, job.name, interval)
         with contract_errors_from_executors():
             return settings, job.run(spark, settings, job.prepare(args, settings))
 

@@ -36,3 +36,19 @@ def test_an_executor_log_contract_error_keeps_its_exit_code(caplog, capsys):
     assert run_job(job, INTERVAL) == 2
     assert "/d/dt=2026-01-05/hour=10/p.parquet: unreadable parquet file" in caplog.text
     assert capsys.readouterr().out == ""
+
+
+def test_a_run_of_another_length_beside_a_partition_of_that_start_is_refused(caplog, capsys):
+    """Partitions are keyed by the interval's start: a daily run starting at 10:00 would
+    replace the hourly run's tables; reruns of the same interval, and a job that writes no
+    partitions, go on."""
+    runs = []
+    job = Job("mine", "A job.", lambda args, settings: None,
+              lambda spark, settings, request: runs.append(1) or {"rows": len(runs)}, spark=False)
+    daily = ["--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]
+    assert run_job(job, INTERVAL) == 0 and run_job(job, INTERVAL) == 0  # a rerun
+    assert run_job(job, daily) == 2 and len(runs) == 2
+    assert "hold the interval [2026-01-05T10:00:00+00:00, 2026-01-05T11:00:00+00:00)" in caplog.text
+    unkeyed = Job("train-foundation", "A job.", job.prepare, job.run, spark=False, keyed=False)
+    assert run_job(unkeyed, INTERVAL) == 0 and run_job(unkeyed, daily) == 0
+    assert len(runs) == 4
