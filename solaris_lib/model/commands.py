@@ -84,10 +84,12 @@ def _train(args) -> int:
 def _infer(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.model.fallback import embed_interval
+    from solaris_lib.orchestration.jobrunner import refuse_another_length
     from solaris_lib.sparkutil import spark_session
 
     settings = load_settings()
     request = infer_request(args)
+    refuse_another_length(settings, "infer-embeddings", request.interval)
     master = args.master or settings.spark_master
     with spark_session("solaris-infer-embeddings", master=master) as spark:
         report = embed_interval(spark, settings, request)

@@ -10,7 +10,9 @@ is reused and left running), the settings the submitter
 forwarded applied to the driver's environment (:func:`apply_forwarded_settings`), a
 :class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
 line on stdout and written to ``<data root>/reports/<job>/interval=KEY/report.json``, where the
-DAG's task reads it whatever machine the driver ran on (cluster deploy mode).
+DAG's task reads it whatever machine the driver ran on (cluster deploy mode), with the run's
+interval beside it (``interval.json``): a later run at the same start with another end is
+refused before any work (:func:`refuse_another_length`).
 """
 
 from __future__ import annotations
@@ -118,15 +120,20 @@ def refuse_another_length(settings: SolarisSettings, job_name: str, interval: In
     recorded = join(folder, INTERVAL_FILE)
     if not is_complete(folder) or not exists(recorded):
         return
-    earlier = json.loads(read_text(recorded))
-    start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
+    try:
+        earlier = json.loads(read_text(recorded))
+        start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
+                          "delete its folder to run this interval") from exc
     if (start, end) != (interval.start, interval.end):
         raise ConfigError(
             f"{job_name}: the partitions keyed {interval.key} hold the interval "
             f"[{start.isoformat()}, {end.isoformat()}) (its report under {folder}); this run is "
             f"{interval}. Partitions are keyed by the interval's start, so runs of different "
             "lengths cannot share a start: run the interval the partitions were written for, "
-            "or write to another SOLARIS_DATA_ROOT")
+            "or write to another SOLARIS_DATA_ROOT; to replace them, delete this report folder "
+            "of each job of the run (docs/operations.md)")
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:

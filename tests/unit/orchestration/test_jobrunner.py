@@ -38,7 +38,7 @@ def test_an_executor_log_contract_error_keeps_its_exit_code(caplog, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_a_run_of_another_length_beside_a_partition_of_that_start_is_refused(caplog, capsys):
+def test_a_run_of_another_length_beside_a_partition_of_that_start_is_refused(caplog, tmp_path):
     """Partitions are keyed by the interval's start: a daily run starting at 10:00 would
     replace the hourly run's tables; reruns of the same interval, and a job that writes no
     partitions, go on."""
@@ -49,6 +49,9 @@ def test_a_run_of_another_length_beside_a_partition_of_that_start_is_refused(cap
     assert run_job(job, INTERVAL) == 0 and run_job(job, INTERVAL) == 0  # a rerun
     assert run_job(job, daily) == 2 and len(runs) == 2
     assert "hold the interval [2026-01-05T10:00:00+00:00, 2026-01-05T11:00:00+00:00)" in caplog.text
+    recorded = tmp_path / "reports" / "mine" / "interval=20260105T100000Z" / "interval.json"
+    recorded.write_text("{")  # damaged by hand: named, not a traceback
+    assert run_job(job, INTERVAL) == 2 and "is not an interval as job reports" in caplog.text
     unkeyed = Job("train-foundation", "A job.", job.prepare, job.run, spark=False, keyed=False)
     assert run_job(unkeyed, INTERVAL) == 0 and run_job(unkeyed, daily) == 0
     assert len(runs) == 4
