@@ -62,7 +62,7 @@ def register(subparsers) -> None:
 def _publish(args) -> int:
     from solaris_lib.cache.publish import publish
     from solaris_lib.config import load_settings
-    from solaris_lib.orchestration.jobrunner import refuse_another_length
+    from solaris_lib.runs import refuse_another_length
     from solaris_lib.sparkutil import get_spark
 
     settings = load_settings()

@@ -84,7 +84,7 @@ def _train(args) -> int:
 def _infer(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.model.fallback import embed_interval
-    from solaris_lib.orchestration.jobrunner import refuse_another_length
+    from solaris_lib.runs import refuse_another_length
     from solaris_lib.sparkutil import spark_session
 
     settings = load_settings()

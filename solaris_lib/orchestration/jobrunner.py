@@ -29,11 +29,10 @@ from typing import Any
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.intervals import Interval
+from solaris_lib.runs import INTERVAL_FILE, interval_record, refuse_another_length, report_path
 
 log = logging.getLogger(__name__)
-REPORTS = "reports"
 REPORT_FILE = "report.json"
-INTERVAL_FILE = "interval.json"  # beside the report: the run's whole interval, not just its key
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +49,7 @@ class Job:
     an object with ``as_dict()``); ``spark``: False for jobs that start no SparkSession (``run``
     then gets None); ``keyed``: whether its outputs are partitions keyed by the interval (a run
     is then refused beside another run's partitions of another length:
-    :func:`refuse_another_length`).
+    :func:`solaris_lib.runs.refuse_another_length`).
     """
 
     name: str
@@ -88,13 +87,6 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def report_path(settings: SolarisSettings, job_name: str, interval: Interval) -> str:
-    """Where :func:`run_job` leaves the report of ``job_name`` for ``interval``."""
-    from solaris_lib.layout import DataLayout
-
-    return DataLayout.from_settings(settings).output(REPORTS, interval, job_name)
-
-
 def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
     """Replace the job's report partition of ``interval`` atomically with ``text``."""
     from solaris_lib.layout import join
@@ -102,38 +94,7 @@ def write_report(settings: SolarisSettings, job_name: str, interval: Interval, t
 
     with atomic_folder(report_path(settings, job_name, interval)) as staging:
         write_text(join(staging, REPORT_FILE), text)
-        write_text(join(staging, INTERVAL_FILE), json.dumps(
-            {"start": interval.start.isoformat(), "end": interval.end.isoformat()}))
-
-
-def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
-    """Raise :class:`ConfigError` when an earlier run of ``job_name`` wrote its partitions for
-    an interval with ``interval``'s start and another end: partitions are keyed by the start
-    alone, so this run would replace that run's tables with another length's (a manual daily
-    run beside the hourly schedule, a changed ``SOLARIS_INTERVAL``). A rerun of the same
-    interval, and a partition written before the report recorded its interval, pass."""
-    from solaris_lib.intervals import parse_timestamp
-    from solaris_lib.layout import join
-    from solaris_lib.storage import exists, is_complete, read_text
-
-    folder = report_path(settings, job_name, interval)
-    recorded = join(folder, INTERVAL_FILE)
-    if not is_complete(folder) or not exists(recorded):
-        return
-    try:
-        earlier = json.loads(read_text(recorded))
-        start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
-        raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
-                          "delete its folder to run this interval") from exc
-    if (start, end) != (interval.start, interval.end):
-        raise ConfigError(
-            f"{job_name}: the partitions keyed {interval.key} hold the interval "
-            f"[{start.isoformat()}, {end.isoformat()}) (its report under {folder}); this run is "
-            f"{interval}. Partitions are keyed by the interval's start, so runs of different "
-            "lengths cannot share a start: run the interval the partitions were written for, "
-            "or write to another SOLARIS_DATA_ROOT; to replace them, delete this report folder "
-            "of each job of the run (docs/operations.md)")
+        write_text(join(staging, INTERVAL_FILE), interval_record(interval))
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:

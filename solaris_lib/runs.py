@@ -1,0 +1,53 @@
+"""Where a job run leaves its report, and the interval it recorded there: partitions are keyed
+by the interval's start alone, so a run at a start that a run of another length already used
+would replace that run's tables; :func:`refuse_another_length` stops it first. Used by the job
+runner (:mod:`solaris_lib.orchestration.jobrunner`) and by the commands that write the same
+partitions outside it (``solaris infer-embeddings``, ``solaris publish-cache``)."""
+
+from __future__ import annotations
+
+import json
+
+from solaris_lib.config import SolarisSettings
+from solaris_lib.errors import ConfigError
+from solaris_lib.intervals import Interval, parse_timestamp
+from solaris_lib.layout import DataLayout, join
+from solaris_lib.storage import exists, is_complete, read_text
+
+REPORTS = "reports"
+INTERVAL_FILE = "interval.json"  # beside the report: the run's whole interval, not just its key
+
+
+def report_path(settings: SolarisSettings, job_name: str, interval: Interval) -> str:
+    """The report folder of ``job_name``'s run of ``interval``."""
+    return DataLayout.from_settings(settings).output(REPORTS, interval, job_name)
+
+
+def interval_record(interval: Interval) -> str:
+    """The text of :data:`INTERVAL_FILE` for ``interval``."""
+    return json.dumps({"start": interval.start.isoformat(), "end": interval.end.isoformat()})
+
+
+def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
+    """Raise :class:`ConfigError` when an earlier run of ``job_name`` wrote its partitions for
+    an interval with ``interval``'s start and another end (a manual daily run beside the hourly
+    schedule, a backfill of another length). A rerun of the same interval, and a partition
+    written before its report recorded the interval, pass."""
+    folder = report_path(settings, job_name, interval)
+    recorded = join(folder, INTERVAL_FILE)
+    if not is_complete(folder) or not exists(recorded):
+        return
+    try:
+        earlier = json.loads(read_text(recorded))
+        start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
+                          "delete its folder to run this interval") from exc
+    if (start, end) != (interval.start, interval.end):
+        raise ConfigError(
+            f"{job_name}: the partitions keyed {interval.key} hold the interval "
+            f"[{start.isoformat()}, {end.isoformat()}) (its report under {folder}); this run is "
+            f"{interval}. Partitions are keyed by the interval's start, so runs of different "
+            "lengths cannot share a start: run the interval the partitions were written for, "
+            "or write to another SOLARIS_DATA_ROOT; to replace them, delete this report folder "
+            "of each job of the run (docs/operations.md)")
