@@ -55,3 +55,19 @@ def test_a_run_of_another_length_beside_a_partition_of_that_start_is_refused(cap
     unkeyed = Job("train-foundation", "A job.", job.prepare, job.run, spark=False, keyed=False)
     assert run_job(unkeyed, INTERVAL) == 0 and run_job(unkeyed, daily) == 0
     assert len(runs) == 4
+
+
+@pytest.mark.parametrize("command,job_name", [("infer-embeddings", "infer-embeddings"),
+                                              ("publish-cache", "publish-cache")])
+def test_the_commands_that_write_a_jobs_partitions_refuse_as_the_job_does(command, job_name,
+                                                                          capsys):
+    """``solaris infer-embeddings`` and ``solaris publish-cache`` write the partitions of the
+    jobs of those names: beside that job's hourly run, a daily run is refused before Spark."""
+    from solaris_lib.cli import main
+
+    job = Job(job_name, "A job.", lambda args, settings: None,
+              lambda spark, settings, request: {}, spark=False)
+    assert run_job(job, INTERVAL) == 0
+    assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 2
+    assert f"{job_name}: the partitions keyed 20260105T100000Z hold the interval" in \
+        capsys.readouterr().err
