@@ -1,8 +1,10 @@
-"""Where a job run leaves its report, and the interval it recorded there: partitions are keyed
-by the interval's start alone, so a run at a start that a run of another length already used
-would replace that run's tables; :func:`refuse_another_length` stops it first. Used by the job
-runner (:mod:`solaris_lib.orchestration.jobrunner`) and by the commands that write the same
-partitions outside it (``solaris infer-embeddings``, ``solaris publish-cache``)."""
+"""A job run's report folder, ``<data root>/reports/<job>/interval=KEY/``: the report
+(``report.json``) and the run's whole interval (``interval.json``). Partitions are keyed by the
+interval's start alone, so a run at a start that a run of another length already used would
+replace that run's tables; :func:`refuse_another_length` stops it first. Used by the job runner
+(:mod:`solaris_lib.orchestration.jobrunner`), the DAG's operators (:func:`read_report`) and the
+commands that write the same partitions outside the runner (``solaris infer-embeddings``,
+``solaris publish-cache``)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from solaris_lib.config import SolarisSettings
 from solaris_lib.errors import ConfigError
 from solaris_lib.intervals import Interval, parse_timestamp
 from solaris_lib.layout import DataLayout, join
-from solaris_lib.storage import exists, is_complete, read_text
+from solaris_lib.storage import atomic_folder, exists, is_complete, read_text, write_text
 
 REPORTS = "reports"
+REPORT_FILE = "report.json"
 INTERVAL_FILE = "interval.json"  # beside the report: the run's whole interval, not just its key
 
 
@@ -23,9 +26,20 @@ def report_path(settings: SolarisSettings, job_name: str, interval: Interval) ->
     return DataLayout.from_settings(settings).output(REPORTS, interval, job_name)
 
 
-def interval_record(interval: Interval) -> str:
-    """The text of :data:`INTERVAL_FILE` for ``interval``."""
-    return json.dumps({"start": interval.start.isoformat(), "end": interval.end.isoformat()})
+def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
+    """Replace the job's report folder of ``interval`` atomically: ``text`` and the interval."""
+    with atomic_folder(report_path(settings, job_name, interval)) as staging:
+        write_text(join(staging, REPORT_FILE), text)
+        write_text(join(staging, INTERVAL_FILE), json.dumps(
+            {"start": interval.start.isoformat(), "end": interval.end.isoformat()}))
+
+
+def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
+    """The report :func:`write_report` left for ``interval``, or None when there is none."""
+    folder = report_path(settings, job_name, interval)
+    if not is_complete(folder):
+        return None
+    return json.loads(read_text(join(folder, REPORT_FILE)))
 
 
 def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:

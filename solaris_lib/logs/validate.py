@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,12 +89,11 @@ def write_quarantine(raw: pa.Table, reasons: np.ndarray, source: str, target: st
         raise
 
 
-def _quarantined_files(paths: list[str], root: str, quarantine_root: str) -> set[str]:
-    """The quarantine files present for ``paths`` (their targets), found by listing each hour's
-    quarantine folder once (not a lookup per file)."""
-    folders = {_quarantine_target(path, root, quarantine_root).rsplit("/", 1)[0]
-               for path in paths}
-    return {found for folder in folders for found in list_files(folder)}
+def _present(targets: set[str]) -> set[str]:
+    """The quarantine files of ``targets`` that exist, found by listing each of their folders
+    (an hour's) once, not by a lookup per file."""
+    folders = {target.rsplit("/", 1)[0] for target in targets}
+    return targets & {found for folder in folders for found in list_files(folder)}
 
 
 def _remove_file(path: str) -> None:
@@ -110,20 +110,14 @@ def quarantined_rows(paths: list[str], root: str, quarantine_root: str) -> dict[
     quarantine files under ``quarantine_root``: what the last validation of each file refused
     (:func:`validate_files` writes a file's refused rows, and removes them when the file is
     next read clean). Empty when nothing was refused."""
-    present = _quarantined_files(paths, root, quarantine_root)
-    counts: dict[str, int] = {}
-    for path in paths:
-        target = _quarantine_target(path, root, quarantine_root)
-        if target not in present:
-            continue
+    counts: Counter[str] = Counter()
+    for target in _present({_quarantine_target(p, root, quarantine_root) for p in paths}):
         fs, inner = filesystem(target)
         try:
-            reasons = pq.read_table(inner, columns=["_reason"], filesystem=fs).column(0)
+            counts.update(pq.read_table(inner, columns=["_reason"], filesystem=fs)
+                          .column(0).to_pylist())
         except FileNotFoundError:  # removed since the listing: its file is clean now
             continue
-        for reason, n in zip(*np.unique(reasons.to_numpy(zero_copy_only=False),
-                                        return_counts=True), strict=True):
-            counts[str(reason)] = counts.get(str(reason), 0) + int(n)
     return dict(sorted(counts.items()))
 
 
@@ -206,7 +200,7 @@ def validate_files(
                         "request_id and item_id): quarantined as duplicate_row",
                         hour[0].rsplit("/", 1)[0], repeats)
         present = set() if quarantine_root is None else \
-            _quarantined_files(hour, root, quarantine_root)
+            _present({_quarantine_target(path, root, quarantine_root) for path in hour})
         out.extend(_finish(one, root, quarantine_root, present) for one in checked)
     return out
 

@@ -9,10 +9,10 @@ master and resources from spark-submit) stopped whatever happens (a caller's act
 is reused and left running), the settings the submitter
 forwarded applied to the driver's environment (:func:`apply_forwarded_settings`), a
 :class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
-line on stdout and written to ``<data root>/reports/<job>/interval=KEY/report.json``, where the
-DAG's task reads it whatever machine the driver ran on (cluster deploy mode), with the run's
-interval beside it (``interval.json``): a later run at the same start with another end is
-refused before any work (:func:`refuse_another_length`).
+line on stdout and written with the run's interval (:func:`solaris_lib.runs.write_report`),
+where the DAG's task reads it whatever machine the driver ran on (cluster deploy mode); a later
+run at the same start with another end is refused before any work
+(:func:`~solaris_lib.runs.refuse_another_length`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from typing import Any
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.intervals import Interval
-from solaris_lib.runs import INTERVAL_FILE, interval_record, refuse_another_length, report_path
+from solaris_lib.runs import refuse_another_length, write_report
 
 log = logging.getLogger(__name__)
-REPORT_FILE = "report.json"
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,10 +75,11 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
     args = job.parser().parse_args(argv)
     configure_logging()
     try:
-        settings, report = _run(job, args)
+        interval = Interval.parse(args.start, args.end)
+        settings, report = _run(job, args, interval)
         payload = report.as_dict() if hasattr(report, "as_dict") else report
         text = json.dumps(payload, default=str)
-        write_report(settings, job.name, Interval.parse(args.start, args.end), text)
+        write_report(settings, job.name, interval, text)
     except SolarisError as exc:
         log.error("%s", exc)
         return exc.exit_code
@@ -87,50 +87,33 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
-    """Replace the job's report partition of ``interval`` atomically with ``text``."""
-    from solaris_lib.layout import join
-    from solaris_lib.storage import atomic_folder, write_text
-
-    with atomic_folder(report_path(settings, job_name, interval)) as staging:
-        write_text(join(staging, REPORT_FILE), text)
-        write_text(join(staging, INTERVAL_FILE), interval_record(interval))
-
-
-def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
-    """The report :func:`run_job` wrote for ``interval``, or None when there is none."""
-    from solaris_lib.layout import join
-    from solaris_lib.storage import is_complete, read_text
-
-    folder = report_path(settings, job_name, interval)
-    if not is_complete(folder):
-        return None
-    return json.loads(read_text(join(folder, REPORT_FILE)))
-
-
-def _run(job: Job, args: argparse.Namespace) -> tuple[SolarisSettings, Any]:
+def _run(job: Job, args: argparse.Namespace, interval: Interval) -> tuple[SolarisSettings, Any]:
     """The settings and the report. A Spark job starts its session first: the settings the
     submitter forwarded as properties apply to the driver before the settings are read. An
     executor's failure that is a log-contract or full-disk error comes out as that error (its
     exit code, 2 or 7, and a message naming the file), not as Spark's."""
     from solaris_lib.logs.reader import contract_errors_from_executors
 
-    interval = Interval.parse(args.start, args.end)
     if not job.spark:
-        settings = load_settings()
-        if job.keyed:
-            refuse_another_length(settings, job.name, interval)
+        settings = _settings(job, interval)
         with contract_errors_from_executors():
             return settings, job.run(None, settings, job.prepare(args, settings))
     from solaris_lib.sparkutil import spark_session
 
     with spark_session(f"solaris-{job.name}") as spark:
         apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
-        settings = load_settings()
-        if job.keyed:
-            refuse_another_length(settings, job.name, interval)
+        settings = _settings(job, interval)
         with contract_errors_from_executors():
             return settings, job.run(spark, settings, job.prepare(args, settings))
+
+
+def _settings(job: Job, interval: Interval) -> SolarisSettings:
+    """The settings, once a keyed job's interval is known not to replace partitions of another
+    length (:func:`~solaris_lib.runs.refuse_another_length`)."""
+    settings = load_settings()
+    if job.keyed:
+        refuse_another_length(settings, job.name, interval)
+    return settings
 
 
 def apply_forwarded_settings(conf: dict[str, str],

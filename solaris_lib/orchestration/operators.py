@@ -71,8 +71,8 @@ class SparkJobOperator(SparkSubmitOperator):
         from airflow.sdk.observability.stats import gauge
 
         from solaris_lib.intervals import Interval
-        from solaris_lib.orchestration.jobrunner import read_report
         from solaris_lib.orchestration.reporting import metrics_of, push_metrics
+        from solaris_lib.runs import read_report
 
         name = importlib.import_module(f"solaris_lib.jobs.{self.job}").JOB.name
         interval = Interval(context["data_interval_start"], context["data_interval_end"])

@@ -2,7 +2,7 @@
 its headline metrics as the XCom ``metrics``, as StatsD gauges through Airflow's metrics
 (``<statsd_prefix>.solaris.<task>.<metric>``) and as the extra of the asset events of its
 outlets. The figures come from the report the job runner wrote to the data root
-(:func:`solaris_lib.orchestration.jobrunner.read_report`), so they reach Airflow whatever
+(:func:`solaris_lib.runs.read_report`), so they reach Airflow whatever
 machine the driver ran on.
 
 No Airflow import at module level: :func:`push_metrics` takes Airflow's task context and a

@@ -14,7 +14,7 @@ from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
-from solaris_lib.orchestration.jobrunner import read_report
+from solaris_lib.runs import read_report
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.orchestration.conftest import FIRST
 

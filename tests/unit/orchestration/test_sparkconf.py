@@ -14,7 +14,6 @@ import pytest
 from solaris_lib.config import load_settings
 from solaris_lib.intervals import Interval
 from solaris_lib.orchestration.dagspec import SCORERS, job_path
-from solaris_lib.orchestration.jobrunner import read_report, write_report
 from solaris_lib.orchestration.sparkconf import (
     PYTHON_RUNNER,
     RUNNER_JAR,
@@ -23,6 +22,7 @@ from solaris_lib.orchestration.sparkconf import (
     missing_settings,
     submission,
 )
+from solaris_lib.runs import read_report, write_report
 
 SETTINGS = {"SOLARIS_DATA_ROOT": "hdfs://nn/solaris", "SOLARIS_REDIS_KEY_PREFIX": "prod",
             "SOLARIS_REDIS_URL": "redis+cluster://cache-0:6379,cache-1:6379",
