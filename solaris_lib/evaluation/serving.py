@@ -29,6 +29,7 @@ from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.speculation import ratio
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, EVALUATION, MINED, DataLayout, join
+from solaris_lib.sparkutil import read_parquet
 from solaris_lib.storage import is_complete
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def evaluate_serving(spark, settings: SolarisSettings, interval: Interval,
                  previous.key, interval.key)
         return result
     result.published = True
-    pairs = spark.read.parquet(source).select("user_id", "item_id").distinct()
+    pairs = read_parquet(spark, source).select("user_id", "item_id").distinct()
     _score_rows(spark, result, logs, pairs, _known_users(spark, layout, previous), previous)
     result.lookup = replay_lookups(settings, logs, replay_requests)
     return result
@@ -102,7 +103,7 @@ def _known_users(spark, layout: DataLayout, previous: Interval):
     if not is_complete(path):
         log.warning("no user history at %s: known/new users are not told apart", path)
         return None
-    return spark.read.parquet(path).select("user_id").distinct()
+    return read_parquet(spark, path).select("user_id").distinct()
 
 
 def _score_rows(spark, result: ServingEvaluation, logs, pairs, known, previous: Interval) -> None:

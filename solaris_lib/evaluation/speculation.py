@@ -38,13 +38,15 @@ from __future__ import annotations
 
 import logging
 
+from solaris_lib.sparkutil import read_parquet
+
 log = logging.getLogger(__name__)
 
 
 def _as_frame(spark, pairs):
     """A Spark DataFrame from a DataFrame or a parquet path."""
     if isinstance(pairs, str):
-        return spark.read.parquet(pairs)
+        return read_parquet(spark, pairs)
     return pairs
 
 

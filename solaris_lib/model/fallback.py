@@ -33,6 +33,7 @@ from solaris_lib.layout import (
     SPECULATED,
     DataLayout,
 )
+from solaris_lib.sparkutil import read_parquet
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def _history(spark, hist_path: str):
     """The mined user histories with the column names the inference UDF reads."""
     from pyspark.sql import functions as F
 
-    return spark.read.parquet(hist_path).select(
+    return read_parquet(spark, hist_path).select(
         "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
         F.col("clicked").alias("h_clicked"))
 

@@ -30,6 +30,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, MINED, SPECULATED, DataLayout
 from solaris_lib.model import artefact
 from solaris_lib.model.train import MODEL_NAME
+from solaris_lib.sparkutil import read_parquet
 from solaris_lib.storage import atomic_folder, is_complete
 
 log = logging.getLogger(__name__)
@@ -189,11 +190,11 @@ def user_pairs(spark, spec_path: str, hist_path: str, pairs_per_partition: int =
     cluster, e.g. 200 shuffle partitions, would mean hundreds of near-empty tasks)."""
     from pyspark.sql import functions as F
 
-    spec = spark.read.parquet(spec_path).select("user_id", "item_id")
+    spec = read_parquet(spark, spec_path).select("user_id", "item_id")
     partitions = max(1, -(-spec.count() // pairs_per_partition))
     grouped = spec.repartition(partitions, "user_id").groupBy("user_id").agg(
         F.array_distinct(F.collect_list("item_id")).alias("item_ids"))
-    hist = spark.read.parquet(hist_path).select(
+    hist = read_parquet(spark, hist_path).select(
         "user_id", F.col("item_ids").alias("h_items"), F.col("ts").alias("h_ts"),
         F.col("clicked").alias("h_clicked")).repartition(partitions, "user_id")
     return grouped.join(hist, "user_id", "left")

@@ -160,15 +160,15 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
 
     from solaris_lib.speculation.faiss_index import build_index, search_users
 
-    frame = items.join(live.select("item_id"), "item_id").orderBy("item_id").toPandas()
+    frame = items.join(live.select("item_id"), "item_id").toPandas()
     if frame.empty:
         return None, None, None
+    frame = frame.sort_values("item_id", kind="stable", ignore_index=True)  # sorted here: no job
     k = config.faiss_count()
     fetch = 2 * k if seen is not None else k
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
     users = users.join(mined.user_stats.select("user_id"), "user_id")
-    sample = users.orderBy("user_id").limit(500).toPandas()
-    queries = np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
+    queries = _recall_queries(users) if len(frame) > config.exact_threshold else None
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
                         exact_threshold=config.exact_threshold, k=fetch,
                         queries=queries, seed=config.seed)
@@ -178,6 +178,16 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     tagged = found.select("user_id", "item_id", F.lit(source).alias("source"),
                           F.col("faiss_score").alias("v"))
     return tagged, built.kind, built.recall
+
+
+def _recall_queries(users):
+    """(<= 500, dim) float32: the query vectors of the first 500 users by id, on which an IVF
+    index measures its recall (an exact index needs none: not collected then); None without
+    users."""
+    import numpy as np
+
+    sample = users.orderBy("user_id").limit(500).toPandas()
+    return np.stack(sample["factor"].to_numpy()).astype(np.float32) if len(sample) else None
 
 
 def faiss_feature(mined: Mined) -> str:

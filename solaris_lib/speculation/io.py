@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import key_to_start, parse_timestamp
 from solaris_lib.layout import join
+from solaris_lib.sparkutil import read_parquet
 from solaris_lib.storage import (
     atomic_folder,
     exists,
@@ -43,7 +44,7 @@ def read_partition(spark, path: str):
     """A complete partition as a DataFrame; :class:`EmptyInputError` when it is missing/partial."""
     if not is_complete(path):
         raise EmptyInputError(f"{path} is missing or incomplete (no _SUCCESS): run its job first")
-    return spark.read.parquet(path)
+    return read_parquet(spark, path)
 
 
 def complete_keys(stage_table_root: str) -> list[str]:

@@ -22,6 +22,7 @@ from solaris_lib.errors import EmptyInputError
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import MINED, RETRIEVAL, SPECULATED, DataLayout, join
 from solaris_lib.logs.reader import read_window_spark
+from solaris_lib.sparkutil import read_parquet
 from solaris_lib.speculation import mine as mining
 from solaris_lib.speculation import scorer
 from solaris_lib.speculation.candidates import (
@@ -128,14 +129,14 @@ def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = F
         return (None,) * (4 if choice else 2)
     base = join(layout.stage_root(RETRIEVAL), f"interval={key}")
     log.info("retrieval factors of %s", key)
-    factors = (spark.read.parquet(join(base, "users")), spark.read.parquet(join(base, "items")))
+    factors = (read_parquet(spark, join(base, "users")), read_parquet(spark, join(base, "items")))
     if not choice:
         return factors
     if not exists(join(base, "choice_items")):
         log.info("retrieval %s has no choice vectors: the choice features are 0", key)
         return (*factors, None, None)
-    return (*factors, spark.read.parquet(join(base, "choice_users")),
-            spark.read.parquet(join(base, "choice_items")))
+    return (*factors, read_parquet(spark, join(base, "choice_users")),
+            read_parquet(spark, join(base, "choice_items")))
 
 
 def run_retrieval(spark, layout: DataLayout, interval: Interval, config: RetrievalConfig) -> int:
