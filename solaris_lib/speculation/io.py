@@ -21,12 +21,16 @@ from solaris_lib.storage import (
 log = logging.getLogger(__name__)
 TRAINED_UNTIL = "_trained_until"  # a retrieval partition's end of logs fitted on (ISO-8601)
 LEGACY_TRAINED_FOR = timedelta(days=1)  # a partition without it: the retrieval DAG's schedule
+RETRIEVAL_USED = "_retrieval"  # a speculated partition's retrieval key (empty: none was read)
 
 
-def write_partition(df, path: str, order_by: list[str], partitions: int = 1) -> int:
+def write_partition(df, path: str, order_by: list[str], partitions: int = 1,
+                    markers: dict[str, str] | None = None) -> int:
     """Replace ``path`` atomically with ``df`` sorted by ``order_by``; returns rows written.
 
     Rows are range-partitioned on the sort keys, so a rerun writes the same rows in the same files.
+    ``markers``: {file name: text} written beside the data, published with it (names start
+    with ``_``: readers of the data skip them).
     """
     df = df.repartitionByRange(partitions, *order_by).sortWithinPartitions(*order_by)
     df = df.cache()
@@ -34,6 +38,8 @@ def write_partition(df, path: str, order_by: list[str], partitions: int = 1) -> 
         rows = df.count()
         with atomic_folder(path) as staging:
             df.write.mode("overwrite").parquet(staging)
+            for name, text in (markers or {}).items():
+                write_text(join(staging, name), text)
     finally:
         df.unpersist()
     log.info("wrote %d rows to %s", rows, path)
@@ -76,6 +82,16 @@ def trained_until(stage_table_root: str, key: str) -> datetime:
     if not exists(marker):
         return key_to_start(key) + LEGACY_TRAINED_FOR
     return parse_timestamp(read_text(marker))
+
+
+def retrieval_used(speculated: str) -> str | None:
+    """The retrieval partition key the run that wrote the complete speculated partition
+    ``speculated`` read (its :data:`RETRIEVAL_USED` marker); None when there is no such
+    partition, it read none, or it was written before the marker existed."""
+    marker = join(speculated, RETRIEVAL_USED)
+    if not is_complete(speculated) or not exists(marker):
+        return None
+    return read_text(marker).strip() or None
 
 
 def newest_trained_by(stage_table_root: str, end: datetime) -> str | None:

@@ -34,8 +34,10 @@ from solaris_lib.speculation.candidates import (
 )
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import (
+    RETRIEVAL_USED,
     newest_trained_by,
     read_partition,
+    retrieval_used,
     write_partition,
     write_trained_until,
 )
@@ -49,7 +51,7 @@ from solaris_lib.speculation.selection import (
     user_cap,
     validate,
 )
-from solaris_lib.storage import exists
+from solaris_lib.storage import exists, is_complete
 
 log = logging.getLogger(__name__)
 
@@ -108,21 +110,45 @@ def run_mine(spark, layout: DataLayout, interval: Interval, config: MineConfig) 
 
 
 def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
-    """The mined tables of ``interval`` plus the newest retrieval factors fitted on logs up to
-    its end at the latest."""
+    """The mined tables of ``interval`` plus the retrieval factors its runs read
+    (:func:`retrieval_key`)."""
     tables = {name: read_partition(spark, layout.output(MINED, interval, name))
               for name in ("pair_stats", "item_stats", "user_stats", "cooccurrence")}
-    factors = load_factors(spark, layout, interval, choice=True)
+    key = retrieval_key(layout, interval)
+    factors = factors_of(spark, layout, key, interval, choice=True)
     return Mined(interval.end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
-                 tables["cooccurrence"], *factors)
+                 tables["cooccurrence"], *factors, retrieval_key=key)
+
+
+def retrieval_key(layout: DataLayout, interval: Interval) -> str | None:
+    """The retrieval partition the runs of ``interval`` read: the one its speculated partition
+    recorded (:func:`io.retrieval_used`), so that a rerun, and the inference of the same run,
+    read what the first speculate run read even when a newer partition fitted on logs up to
+    the interval's end was completed meanwhile (the daily retrieval run that starts with the
+    hour ending at midnight); else the newest complete one fitted on logs up to
+    ``interval.end`` at the latest (:func:`io.newest_trained_by`)."""
+    root = layout.stage_root(RETRIEVAL)
+    used = retrieval_used(layout.output(SPECULATED, interval))
+    if used is not None and is_complete(join(root, f"interval={used}")):
+        return used
+    if used is not None:
+        log.warning("retrieval partition %s, read by the speculate run of %s, is gone: the "
+                    "newest fitted on logs up to %s is read instead", used, interval.key,
+                    interval.end.isoformat())
+    return newest_trained_by(root, interval.end)
 
 
 def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = False):
-    """(user_factors, item_factors) of the newest complete retrieval partition fitted on logs
-    up to ``interval.end`` at the latest (:func:`io.newest_trained_by`); with ``choice``,
-    (choice users, choice items) after them (None when that partition has no choice vectors:
-    written by an older version or with ``choice`` off)."""
-    key = newest_trained_by(layout.stage_root(RETRIEVAL), interval.end)
+    """(user_factors, item_factors) of the retrieval partition the runs of ``interval`` read
+    (:func:`retrieval_key`); with ``choice``, (choice users, choice items) after them (None
+    when that partition has no choice vectors: written by an older version or with ``choice``
+    off)."""
+    return factors_of(spark, layout, retrieval_key(layout, interval), interval, choice)
+
+
+def factors_of(spark, layout: DataLayout, key: str | None, interval: Interval,
+               choice: bool = False):
+    """The factors of :func:`load_factors` from the retrieval partition ``key`` (None: none)."""
     if key is None:
         log.info("no retrieval factors fitted on logs up to %s: faiss candidates skipped",
                  interval.end.isoformat())
@@ -287,7 +313,8 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
     searched = faiss_feature(mined)
-    rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"])
+    rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"],
+                           markers={RETRIEVAL_USED: mined.retrieval_key or ""})
     result.release()
     for used in (mined, *(train_on[:1] if train_on else ())):
         used.release()
@@ -295,4 +322,5 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
             "validation": result.validation.report() if result.validation else None,
             "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
-            "faiss_recall": result.faiss_recall, "faiss_vectors": searched}
+            "faiss_recall": result.faiss_recall, "faiss_vectors": searched,
+            "retrieval": mined.retrieval_key}

@@ -15,7 +15,7 @@ from solaris_lib.logs.reader import read_window
 from solaris_lib.simulate.config import WorldConfig
 from solaris_lib.speculation.choice import fit_choice
 from solaris_lib.speculation.config import SOURCES, MineConfig, RetrievalConfig, SpeculateConfig
-from solaris_lib.speculation.io import trained_until
+from solaris_lib.speculation.io import newest_trained_by, trained_until
 from solaris_lib.speculation.pipeline import (
     history_window,
     load_factors,
@@ -91,9 +91,15 @@ def test_repeats_come_from_history_and_pairs_cover_next_interval(speculated, lay
     assert sum(p in chosen for p in future) / len(future) > 0.2
 
 
-def test_rerun_is_identical(spark, layout, speculated):
-    _, table = speculated
-    run_speculate(spark, layout, INTERVAL, SPEC)
+def test_rerun_is_identical_though_newer_vectors_were_fitted_meanwhile(spark, layout, speculated):
+    """The rerun reads the retrieval partition the run read (its speculated partition records
+    it), though a newer one fitted on logs up to the interval's end exists now, as after the
+    daily retrieval run that starts with the hour ending at midnight."""
+    report, table = speculated
+    assert report["retrieval"] == INTERVAL.previous().key
+    run_retrieval(spark, layout, INTERVAL, RETRIEVAL_CFG)
+    assert newest_trained_by(layout.stage_root(RETRIEVAL), INTERVAL.end) == INTERVAL.key
+    assert run_speculate(spark, layout, INTERVAL, SPEC)["retrieval"] == INTERVAL.previous().key
     assert pq.read_table(layout.output(SPECULATED, INTERVAL)).equals(table)
 
 

@@ -36,3 +36,30 @@ def test_incomplete_and_unmarked_partitions(tmp_path):
     partition(tmp_path, DAY - timedelta(days=1), DAY, complete=False)
     assert trained_until(str(tmp_path), "20260103T000000Z") == DAY - timedelta(days=1)
     assert newest_trained_by(str(tmp_path), DAY + timedelta(hours=1)) == "20260103T000000Z"
+
+
+def test_the_runs_of_an_interval_read_the_partition_its_speculate_run_read(tmp_path, caplog):
+    """The hour ending at midnight starts with the daily retrieval run of the day it ends: its
+    speculate run may read the day before's vectors, and a rerun, or its inference, must read
+    those too, not the newer ones completed meanwhile."""
+    from solaris_lib.layout import RETRIEVAL, SPECULATED, DataLayout
+    from solaris_lib.speculation.io import RETRIEVAL_USED
+    from solaris_lib.speculation.pipeline import retrieval_key
+
+    layout = DataLayout(root=str(tmp_path), models_root=str(tmp_path / "models"))
+    root = tmp_path / RETRIEVAL
+    partition(root, DAY - timedelta(days=1), DAY)
+    hour = Interval(DAY - timedelta(hours=1), DAY)
+    assert retrieval_key(layout, hour) == "20260104T000000Z"  # nothing speculated yet: newest
+    speculated = tmp_path / SPECULATED / f"interval={hour.key}"
+    speculated.mkdir(parents=True)
+    (speculated / "_SUCCESS").touch()
+    (speculated / RETRIEVAL_USED).write_text("20260103T000000Z")
+    partition(root, DAY - timedelta(days=2), DAY - timedelta(days=1))
+    assert newest_trained_by(str(root), hour.end) == "20260104T000000Z"
+    assert retrieval_key(layout, hour) == "20260103T000000Z"  # what the run read
+    (root / "interval=20260103T000000Z" / "_SUCCESS").unlink()  # retention removed it
+    assert retrieval_key(layout, hour) == "20260104T000000Z"
+    assert "is gone" in caplog.text
+    (speculated / RETRIEVAL_USED).write_text("")  # the run read no partition: nothing pinned
+    assert retrieval_key(layout, hour) == "20260104T000000Z"
