@@ -4,11 +4,13 @@ interval's start alone, so a run at a start that a run of another length already
 replace that run's tables; :func:`refuse_another_length` stops it first. Used by the job runner
 (:mod:`solaris_lib.orchestration.jobrunner`), the DAG's operators (:func:`read_report`) and the
 commands that write the same partitions outside the runner (``solaris infer-embeddings``,
-``solaris publish-cache``)."""
+``solaris publish-cache``: :func:`recorded_run`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from solaris_lib.config import SolarisSettings
 from solaris_lib.errors import ConfigError
@@ -32,6 +34,20 @@ def write_report(settings: SolarisSettings, job_name: str, interval: Interval, t
         write_text(join(staging, REPORT_FILE), text)
         write_text(join(staging, INTERVAL_FILE), json.dumps(
             {"start": interval.start.isoformat(), "end": interval.end.isoformat()}))
+
+
+def recorded_run(settings: SolarisSettings, job_name: str, interval: Interval,
+                 run: Callable[[], Any]) -> dict:
+    """``run()`` as a run of the job ``job_name`` for ``interval``, for the commands that write
+    its partitions outside the job runner: refused first as the job would be
+    (:func:`refuse_another_length`), its report (a dict, or an object with ``as_dict()``) and
+    interval recorded after it as the runner records them, so that a later run of another
+    length beside it is refused too. Returns the report as a dict."""
+    refuse_another_length(settings, job_name, interval)
+    report = run()
+    payload = report.as_dict() if hasattr(report, "as_dict") else report
+    write_report(settings, job_name, interval, json.dumps(payload, default=str))
+    return payload
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:

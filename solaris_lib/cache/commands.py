@@ -62,15 +62,17 @@ def register(subparsers) -> None:
 def _publish(args) -> int:
     from solaris_lib.cache.publish import publish
     from solaris_lib.config import load_settings
-    from solaris_lib.runs import refuse_another_length
+    from solaris_lib.runs import recorded_run
     from solaris_lib.sparkutil import get_spark
 
     settings = load_settings()
     interval, config = publish_request(args)
-    refuse_another_length(settings, "publish-cache", interval)
-    spark = get_spark("solaris-publish-cache", master=settings.spark_master)
-    report = publish(spark, settings, interval, config)
-    _write(report.as_dict())
+
+    def run():
+        return publish(get_spark("solaris-publish-cache", master=settings.spark_master),
+                       settings, interval, config)
+
+    _write(recorded_run(settings, "publish-cache", interval, run))
     return 0
 
 

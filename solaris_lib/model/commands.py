@@ -84,16 +84,18 @@ def _train(args) -> int:
 def _infer(args) -> int:
     from solaris_lib.config import load_settings
     from solaris_lib.model.fallback import embed_interval
-    from solaris_lib.runs import refuse_another_length
+    from solaris_lib.runs import recorded_run
     from solaris_lib.sparkutil import spark_session
 
     settings = load_settings()
     request = infer_request(args)
-    refuse_another_length(settings, "infer-embeddings", request.interval)
-    master = args.master or settings.spark_master
-    with spark_session("solaris-infer-embeddings", master=master) as spark:
-        report = embed_interval(spark, settings, request)
-    print(json.dumps(report))
+
+    def run() -> dict:
+        with spark_session("solaris-infer-embeddings",
+                           master=args.master or settings.spark_master) as spark:
+            return embed_interval(spark, settings, request)
+
+    print(json.dumps(recorded_run(settings, "infer-embeddings", request.interval, run)))
     return 0
 
 

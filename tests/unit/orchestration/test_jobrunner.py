@@ -71,3 +71,29 @@ def test_the_commands_that_write_a_jobs_partitions_refuse_as_the_job_does(comman
     assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 2
     assert f"{job_name}: the partitions keyed 20260105T100000Z hold the interval" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command,job_name,work", [
+    ("infer-embeddings", "infer-embeddings", "solaris_lib.model.fallback.embed_interval"),
+    ("publish-cache", "publish-cache", "solaris_lib.cache.publish.publish")])
+def test_the_commands_record_their_interval_as_the_job_does(command, job_name, work,
+                                                            monkeypatch, capsys, caplog):
+    """After a daily run through the command, the job's hourly run of the same start is
+    refused: the command recorded its run as the job runner records one. (The commands' Spark
+    work is replaced here; tests/integration runs it for real.)"""
+    import contextlib
+    import json
+
+    from solaris_lib.cli import main
+
+    monkeypatch.setattr(work, lambda *args: {"rows": 7})
+    monkeypatch.setattr("solaris_lib.sparkutil.spark_session",
+                        lambda *args, **kwargs: contextlib.nullcontext())
+    monkeypatch.setattr("solaris_lib.sparkutil.get_spark", lambda *args, **kwargs: None)
+    assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"rows": 7}
+    job = Job(job_name, "A job.", lambda args, settings: None,
+              lambda spark, settings, request: {}, spark=False)
+    assert run_job(job, INTERVAL) == 2
+    assert f"{job_name}: the partitions keyed 20260105T100000Z hold the interval " \
+        "[2026-01-05T10:00:00+00:00, 2026-01-06T10:00:00+00:00)" in caplog.text
