@@ -33,7 +33,13 @@ from solaris_lib.sparkutil import get_spark
 from solaris_lib.speculation.candidates import faiss_feature, faiss_vectors
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.faiss_index import build_index, exact_top_k, load_index, recall_at_k
-from solaris_lib.speculation.pipeline import load_mined, run_mine, run_retrieval, run_speculate
+from solaris_lib.speculation.pipeline import (
+    load_mined,
+    retrieval_keys,
+    run_mine,
+    run_retrieval,
+    run_speculate,
+)
 
 SIZES = {"quick": [(200, 1000, 5), (1000, 2000, 10)], "full": [(1000, 2000, 10), (7000, 5000, 14)]}
 BUDGET = 200
@@ -75,11 +81,11 @@ def ivf_recall(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
 
 def retrieval_recall(spark, layout: DataLayout, interval: Interval, k: int) -> dict:
     """IVF recall on the large run's retrieval vectors as the speculate job loads them
-    (:func:`load_mined`; all items, IVF forced, where the job searches exactly below
+    (:func:`load_mined` of :func:`retrieval_keys`; all items, IVF forced, where the job searches exactly below
     ``exact_threshold``): :func:`candidates.faiss_vectors`, the vectors the faiss source
     searches (the choice model's logit at the items' current rate), and the raw ALS factors,
     which it searches without choice vectors."""
-    mined = load_mined(spark, layout, interval)
+    mined = load_mined(spark, layout, interval, retrieval_keys(layout, interval)[0])
     if faiss_feature(mined) != "choice":
         raise SystemExit(f"the retrieval of {interval.key} wrote no choice vectors with a bias")
     users, items = faiss_vectors(mined)

@@ -212,19 +212,23 @@ def read_parquet(spark, path: str):
 
 
 def written_schema(path: str):
-    """The ``StructType`` Spark recorded in the footer of the first data file under ``path``
-    (one footer read on the driver); None without data files or without the key."""
+    """The ``StructType`` Spark recorded in the footer of ``path`` (a file) or of the first
+    data file under it (one footer read on the driver); None without data files or without
+    the key."""
     import json
 
+    import pyarrow.fs as pafs
     import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
 
     from solaris_lib.storage import filesystem, list_files
 
-    files = list_files(path)
-    if not files:
-        return None
-    fs, inner = filesystem(files[0])
+    fs, inner = filesystem(path)
+    if fs.get_file_info(inner).type != pafs.FileType.File:
+        files = list_files(path)
+        if not files:
+            return None
+        fs, inner = filesystem(files[0])
     with fs.open_input_file(inner) as handle:
         metadata = pq.ParquetFile(handle).metadata.metadata or {}
     text = metadata.get(SPARK_SCHEMA_KEY)

@@ -6,7 +6,8 @@
         [--scorer auto|learned|heuristic]
 
 Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors fitted on
-logs up to the interval's end, and the misses stream when ``SOLARIS_REDIS_URL`` answers; writes
+logs up to the interval's end (a rerun: those the run read), and the misses stream when
+``SOLARIS_REDIS_URL`` answers; writes
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 

@@ -49,9 +49,9 @@ def prior_users(items: np.ndarray) -> np.ndarray:
 
 def item_clusters_of(spark, layout: DataLayout, interval, *, k: int, buckets: int,
                      seed: int) -> tuple[ItemClusters, np.ndarray]:
-    """Clusters (and representatives) from the newest retrieval factors fitted on logs up to
-    ``interval.end`` (:func:`~solaris_lib.speculation.pipeline.load_factors`) and its
-    mined ``item_stats``."""
+    """Clusters (and representatives) from the retrieval factors the interval's speculate run
+    read (:func:`~solaris_lib.speculation.pipeline.load_factors`) and its mined
+    ``item_stats``."""
     from solaris_lib.speculation.io import read_partition
     from solaris_lib.speculation.pipeline import load_factors
 
@@ -118,8 +118,8 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     tables with ``model_version`` (None: the serving version), as of ``interval.end``.
 
     Inputs (complete partitions of ``interval``): ``speculated`` (the users to cover),
-    ``mined/user_history`` and ``mined/item_stats``, and the newest retrieval factors fitted
-    on logs up to its end.
+    ``mined/user_history`` and ``mined/item_stats``, and the retrieval factors its speculate
+    run read (the newest fitted on logs up to its end when that run recorded none).
     Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``item_priors``,
     ``model_version``, and ``non_finite`` / ``prior_non_finite``: the embeddings that were inf
     or nan, not written (logged).

@@ -155,6 +155,8 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     are the user's own). In a ratings log, where nobody rates a film twice, a fifth of the pools
     were films the user had already rated.
     """
+    from functools import partial
+
     import numpy as np
     from pyspark.sql import functions as F
 
@@ -168,10 +170,9 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
     fetch = 2 * k if seen is not None else k
     vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32)
     users = users.join(mined.user_stats.select("user_id"), "user_id")
-    queries = _recall_queries(users) if len(frame) > config.exact_threshold else None
     built = build_index(frame["item_id"].to_numpy(np.int64), vectors,
                         exact_threshold=config.exact_threshold, k=fetch,
-                        queries=queries, seed=config.seed)
+                        queries=partial(_recall_queries, users), seed=config.seed)
     if seen is not None:
         users = users.join(seen, "user_id", "left")
     found = search_users(spark, users, built, k, fetch)
@@ -182,8 +183,8 @@ def _nearest(spark, mined: Mined, live, config: SpeculateConfig, items, users, s
 
 def _recall_queries(users):
     """(<= 500, dim) float32: the query vectors of the first 500 users by id, on which an IVF
-    index measures its recall (an exact index needs none: not collected then); None without
-    users."""
+    index measures its recall (:func:`faiss_index.build_index` calls it for an IVF index
+    only); None without users."""
     import numpy as np
 
     sample = users.orderBy("user_id").limit(500).toPandas()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,9 +60,10 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
 
 def build_index(
     ids: np.ndarray, vectors: np.ndarray, *, exact_threshold: int, k: int,
-    queries: np.ndarray | None = None, seed: int = 7,
+    queries: np.ndarray | Callable[[], np.ndarray | None] | None = None, seed: int = 7,
 ) -> BuiltIndex:
-    """Index ``vectors`` (N, D) float32 under int64 ``ids``; measure IVF recall@k on ``queries``."""
+    """Index ``vectors`` (N, D) float32 under int64 ``ids``; measure IVF recall@k on
+    ``queries`` (or on what it returns when called: only an IVF index needs them)."""
     faiss = _faiss()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     ids = np.ascontiguousarray(ids, dtype=np.int64)
@@ -75,6 +77,7 @@ def build_index(
     index.cp.seed = seed
     index.train(vectors)
     index.add_with_ids(vectors, ids)
+    queries = queries() if callable(queries) else queries
     nprobe, recall = _tune_nprobe(index, ids, vectors, queries, k, nlist, seed)
     log.info("IVF index: %d items, nlist %d, nprobe %d, recall@%d %.4f", n, nlist, nprobe, k, recall)
     return BuiltIndex(bytes(faiss.serialize_index(index)), "ivf", n, nprobe, recall)

@@ -21,7 +21,7 @@ from solaris_lib.storage import (
 log = logging.getLogger(__name__)
 TRAINED_UNTIL = "_trained_until"  # a retrieval partition's end of logs fitted on (ISO-8601)
 LEGACY_TRAINED_FOR = timedelta(days=1)  # a partition without it: the retrieval DAG's schedule
-RETRIEVAL_USED = "_retrieval"  # a speculated partition's retrieval key (empty: none was read)
+RETRIEVAL_USED = "_retrieval"  # a speculated partition's retrieval keys (retrieval_record)
 
 
 def write_partition(df, path: str, order_by: list[str], partitions: int = 1,
@@ -84,14 +84,40 @@ def trained_until(stage_table_root: str, key: str) -> datetime:
     return parse_timestamp(read_text(marker))
 
 
-def retrieval_used(speculated: str) -> str | None:
-    """The retrieval partition key the run that wrote the complete speculated partition
-    ``speculated`` read (its :data:`RETRIEVAL_USED` marker); None when there is no such
-    partition, it read none, or it was written before the marker existed."""
+def retrieval_record(start: datetime, end: datetime, current: str | None,
+                     previous: str | None) -> str:
+    """The :data:`RETRIEVAL_USED` marker of a speculate run of ``[start, end)``: the retrieval
+    partitions it read for its own features (``current``) and for those of the labelled
+    previous interval (``previous``); None: it read none."""
+    import json
+
+    return json.dumps({"start": start.isoformat(), "end": end.isoformat(),
+                       "current": current, "previous": previous})
+
+
+def retrieval_used(speculated: str, start: datetime, end: datetime) -> dict | None:
+    """{"current", "previous"} (keys or None) of the :data:`RETRIEVAL_USED` marker of the
+    complete speculated partition ``speculated``, when a run of ``[start, end)`` wrote it;
+    None when there is no such partition or marker, or a run of another interval with the
+    same start wrote it."""
+    import json
+
     marker = join(speculated, RETRIEVAL_USED)
     if not is_complete(speculated) or not exists(marker):
         return None
-    return read_text(marker).strip() or None
+    try:
+        record = json.loads(read_text(marker))
+        same = (parse_timestamp(record["start"]), parse_timestamp(record["end"])) == (start, end)
+        return {"current": record["current"], "previous": record["previous"]} if same else None
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("%s is not a retrieval record (%s): ignored", marker, exc)
+        return None
+
+
+def fitted_by(stage_table_root: str, key: str, end: datetime) -> bool:
+    """True when the retrieval partition ``key`` was fitted on logs that end at or before
+    ``end`` (a run of an interval ending at ``end`` may read it: it saw none of its future)."""
+    return key_to_start(key) < end and trained_until(stage_table_root, key) <= end
 
 
 def newest_trained_by(stage_table_root: str, end: datetime) -> str | None:
@@ -101,6 +127,6 @@ def newest_trained_by(stage_table_root: str, end: datetime) -> str | None:
     so a daily retrieval partition keyed within an hourly interval's day holds that day's
     later hours: it is passed over until the day has ended."""
     for key in reversed(complete_keys(stage_table_root)):
-        if key_to_start(key) < end and trained_until(stage_table_root, key) <= end:
+        if fitted_by(stage_table_root, key, end):
             return key
     return None

@@ -24,7 +24,6 @@ class Mined:
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
     choice_short: object = None  # (short queries, unit choice item vectors), see recent.py
-    retrieval_key: str | None = None  # the retrieval partition of the factors (None: none read)
 
     def release(self, factors: bool = False) -> None:
         """Unpersist the frames this object holds (the tables, the recent and short queries;

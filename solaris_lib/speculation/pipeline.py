@@ -35,8 +35,10 @@ from solaris_lib.speculation.candidates import (
 from solaris_lib.speculation.config import MineConfig, RetrievalConfig, SpeculateConfig
 from solaris_lib.speculation.io import (
     RETRIEVAL_USED,
+    fitted_by,
     newest_trained_by,
     read_partition,
+    retrieval_record,
     retrieval_used,
     write_partition,
     write_trained_until,
@@ -109,41 +111,50 @@ def run_mine(spark, layout: DataLayout, interval: Interval, config: MineConfig) 
     return written
 
 
-def load_mined(spark, layout: DataLayout, interval: Interval) -> Mined:
-    """The mined tables of ``interval`` plus the retrieval factors its runs read
-    (:func:`retrieval_key`)."""
+def load_mined(spark, layout: DataLayout, interval: Interval, key: str | None) -> Mined:
+    """The mined tables of ``interval`` plus the factors of the retrieval partition ``key``
+    (:func:`retrieval_keys`; None: none)."""
     tables = {name: read_partition(spark, layout.output(MINED, interval, name))
               for name in ("pair_stats", "item_stats", "user_stats", "cooccurrence")}
-    key = retrieval_key(layout, interval)
     factors = factors_of(spark, layout, key, interval, choice=True)
     return Mined(interval.end, tables["pair_stats"], tables["item_stats"], tables["user_stats"],
-                 tables["cooccurrence"], *factors, retrieval_key=key)
+                 tables["cooccurrence"], *factors)
 
 
-def retrieval_key(layout: DataLayout, interval: Interval) -> str | None:
-    """The retrieval partition the runs of ``interval`` read: the one its speculated partition
-    recorded (:func:`io.retrieval_used`), so that a rerun, and the inference of the same run,
-    read what the first speculate run read even when a newer partition fitted on logs up to
-    the interval's end was completed meanwhile (the daily retrieval run that starts with the
-    hour ending at midnight); else the newest complete one fitted on logs up to
-    ``interval.end`` at the latest (:func:`io.newest_trained_by`)."""
+def retrieval_keys(layout: DataLayout, interval: Interval) -> tuple[str | None, str | None]:
+    """(current, previous): the retrieval partitions a speculate run of ``interval`` reads for
+    its own features and for those of the labelled previous interval.
+
+    As the interval's speculated partition recorded them (:func:`io.retrieval_used`), while
+    each recorded one is still complete and fitted by its interval's end: a rerun, and the
+    same run's inference, read what the first speculate run read, though a newer partition
+    fitted by the interval's end was completed meanwhile (the daily retrieval run starts with
+    the hour ending at midnight); a run that read none reads none again. Else the newest fitted
+    on logs up to each interval's end (:func:`io.newest_trained_by`)."""
     root = layout.stage_root(RETRIEVAL)
-    used = retrieval_used(layout.output(SPECULATED, interval))
-    if used is not None and is_complete(join(root, f"interval={used}")):
-        return used
-    if used is not None:
-        log.warning("retrieval partition %s, read by the speculate run of %s, is gone: the "
-                    "newest fitted on logs up to %s is read instead", used, interval.key,
-                    interval.end.isoformat())
-    return newest_trained_by(root, interval.end)
+    previous = interval.previous()
+    newest = (newest_trained_by(root, interval.end), newest_trained_by(root, previous.end))
+    used = retrieval_used(layout.output(SPECULATED, interval), interval.start, interval.end)
+    if used is None:
+        return newest
+    keys = (used["current"], used["previous"])
+    usable = all(key is None or (is_complete(join(root, f"interval={key}")) and
+                                 fitted_by(root, key, end))
+                 for key, end in zip(keys, (interval.end, previous.end), strict=True))
+    if usable:
+        return keys
+    log.warning("the retrieval partitions %s that the speculate run of %s read are gone or "
+                "were replaced by partitions fitted on later logs: the newest fitted by its end "
+                "are read instead (%s)", keys, interval, newest)
+    return newest
 
 
 def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = False):
     """(user_factors, item_factors) of the retrieval partition the runs of ``interval`` read
-    (:func:`retrieval_key`); with ``choice``, (choice users, choice items) after them (None
+    (:func:`retrieval_keys`); with ``choice``, (choice users, choice items) after them (None
     when that partition has no choice vectors: written by an older version or with ``choice``
     off)."""
-    return factors_of(spark, layout, retrieval_key(layout, interval), interval, choice)
+    return factors_of(spark, layout, retrieval_keys(layout, interval)[0], interval, choice)
 
 
 def factors_of(spark, layout: DataLayout, key: str | None, interval: Interval,
@@ -297,11 +308,12 @@ def _dump(frame, path: str) -> None:
 def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,
                   misses=None) -> dict:
     """Speculate for the interval after ``interval`` and write ``speculated/interval=KEY``."""
-    mined = load_mined(spark, layout, interval)
+    keys = retrieval_keys(layout, interval)
+    mined = load_mined(spark, layout, interval, keys[0])
     train_on = None
     previous = interval.previous()
     try:
-        past = load_mined(spark, layout, previous)
+        past = load_mined(spark, layout, previous, keys[1])
         future = read_window_spark(spark, layout.logs, interval)
         if future.limit(1).count():
             train_on = (past, future)
@@ -314,7 +326,8 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
     searched = faiss_feature(mined)
     rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"],
-                           markers={RETRIEVAL_USED: mined.retrieval_key or ""})
+                           markers={RETRIEVAL_USED: retrieval_record(interval.start,
+                                                                     interval.end, *keys)})
     result.release()
     for used in (mined, *(train_on[:1] if train_on else ())):
         used.release()
@@ -323,4 +336,4 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
             "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
             "faiss_recall": result.faiss_recall, "faiss_vectors": searched,
-            "retrieval": mined.retrieval_key}
+            "retrieval": keys[0], "retrieval_previous": keys[1]}

@@ -24,16 +24,21 @@ def _jobs_of(spark, group: str, action) -> tuple[object, int]:
 
 
 def test_a_folder_spark_wrote_is_read_with_its_footer_schema_and_no_job(spark, tmp_path):
+    from pyspark.sql import functions as F
+
     path = str(tmp_path / "pairs")
     frame = spark.createDataFrame(
         [(1, 10, [1.0, 2.0], "a"), (2, 11, None, None)],
         "user_id long, item_id long, factor array<float>, source string")
-    frame.write.parquet(path)
+    ids = spark.range(2).select("id", F.array(F.lit("x")).alias("tags"))  # not nullable
+    assert not ids.schema["id"].nullable and not ids.schema["tags"].dataType.containsNull
+    frame.crossJoin(ids).write.parquet(path)
     read, jobs = _jobs_of(spark, "footer-read", lambda: read_parquet(spark, path))
     assert jobs == 0
     inferred, inferred_jobs = _jobs_of(spark, "inferred-read", lambda: spark.read.parquet(path))
     assert inferred_jobs >= 1  # what read_parquet saves: Spark's own inference is a job
-    assert read.schema == inferred.schema == written_schema(path)
+    assert read.schema == inferred.schema  # both nullable, as Spark reads any file
+    assert written_schema(path).fieldNames() == read.schema.fieldNames()
     assert sorted(read.collect()) == sorted(inferred.collect())
 
 
@@ -47,3 +52,11 @@ def test_a_folder_another_tool_wrote_is_inferred_by_spark(spark, tmp_path):
     read = read_parquet(spark, str(folder))
     assert read.schema == spark.read.parquet(str(folder)).schema
     assert sorted(r.user_id for r in read.collect()) == [3, 4]
+
+
+def test_a_single_file_is_read_with_its_footer_schema(spark, tmp_path):
+    path = tmp_path / "one"
+    spark.range(3).coalesce(1).write.parquet(str(path))
+    [part] = path.glob("part-*.parquet")
+    assert written_schema(str(part)) is not None
+    assert sorted(r.id for r in read_parquet(spark, str(part)).collect()) == [0, 1, 2]

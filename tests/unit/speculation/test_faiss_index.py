@@ -58,3 +58,19 @@ def test_nearest_rows_skip_each_users_seen_items_and_keep_k():
     assert rows["faiss_score"].tolist() == [-1.0, -3.0, -4.0, -5.0]
     plain = _nearest_rows(frame.drop(columns="seen"), scores, found, k=3)
     assert plain.groupby("user_id").size().to_dict() == {10: 3, 11: 2, 12: 3}
+
+
+def test_recall_queries_are_fetched_for_an_ivf_index_only():
+    """The speculate job collects its recall queries from Spark: an exact index, which
+    measures no recall, never asks for them."""
+    vectors, queries, ids = _data()
+    calls = []
+
+    def fetch():
+        calls.append(1)
+        return queries
+
+    assert build_index(ids, vectors, exact_threshold=len(ids), k=10, queries=fetch).kind == "flat"
+    assert calls == []
+    built = build_index(ids, vectors, exact_threshold=1000, k=20, queries=fetch)
+    assert built.kind == "ivf" and built.recall >= RECALL_TARGET and calls == [1]

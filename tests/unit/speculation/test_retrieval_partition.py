@@ -38,28 +38,36 @@ def test_incomplete_and_unmarked_partitions(tmp_path):
     assert newest_trained_by(str(tmp_path), DAY + timedelta(hours=1)) == "20260103T000000Z"
 
 
-def test_the_runs_of_an_interval_read_the_partition_its_speculate_run_read(tmp_path, caplog):
+def test_the_runs_of_an_interval_read_the_partitions_its_speculate_run_read(tmp_path, caplog):
     """The hour ending at midnight starts with the daily retrieval run of the day it ends: its
     speculate run may read the day before's vectors, and a rerun, or its inference, must read
-    those too, not the newer ones completed meanwhile."""
+    those too, not the newer ones completed meanwhile; a record of another interval with the
+    same start, or one naming partitions gone or refitted on later logs, is not followed."""
     from solaris_lib.layout import RETRIEVAL, SPECULATED, DataLayout
-    from solaris_lib.speculation.io import RETRIEVAL_USED
-    from solaris_lib.speculation.pipeline import retrieval_key
+    from solaris_lib.speculation.io import RETRIEVAL_USED, retrieval_record
+    from solaris_lib.speculation.pipeline import retrieval_keys
 
     layout = DataLayout(root=str(tmp_path), models_root=str(tmp_path / "models"))
     root = tmp_path / RETRIEVAL
     partition(root, DAY - timedelta(days=1), DAY)
     hour = Interval(DAY - timedelta(hours=1), DAY)
-    assert retrieval_key(layout, hour) == "20260104T000000Z"  # nothing speculated yet: newest
+    day_before, day = "20260103T000000Z", "20260104T000000Z"
+    assert retrieval_keys(layout, hour) == (day, None)  # nothing speculated yet: the newest
     speculated = tmp_path / SPECULATED / f"interval={hour.key}"
     speculated.mkdir(parents=True)
     (speculated / "_SUCCESS").touch()
-    (speculated / RETRIEVAL_USED).write_text("20260103T000000Z")
+    marker = speculated / RETRIEVAL_USED
+    marker.write_text(retrieval_record(hour.start, hour.end, day_before, day_before))
     partition(root, DAY - timedelta(days=2), DAY - timedelta(days=1))
-    assert newest_trained_by(str(root), hour.end) == "20260104T000000Z"
-    assert retrieval_key(layout, hour) == "20260103T000000Z"  # what the run read
-    (root / "interval=20260103T000000Z" / "_SUCCESS").unlink()  # retention removed it
-    assert retrieval_key(layout, hour) == "20260104T000000Z"
-    assert "is gone" in caplog.text
-    (speculated / RETRIEVAL_USED).write_text("")  # the run read no partition: nothing pinned
-    assert retrieval_key(layout, hour) == "20260104T000000Z"
+    assert retrieval_keys(layout, hour) == (day_before, day_before)  # what the run read
+    marker.write_text(retrieval_record(hour.start, hour.end, None, None))
+    assert retrieval_keys(layout, hour) == (None, None)  # it read none: a rerun reads none
+    daily = Interval(hour.start, hour.start + timedelta(days=1))
+    marker.write_text(retrieval_record(daily.start, daily.end, day, day))
+    assert retrieval_keys(layout, hour) == (day, day_before)  # another run's record: newest
+    marker.write_text(retrieval_record(hour.start, hour.end, day, day))
+    assert retrieval_keys(layout, hour) == (day, day_before)  # day saw the previous' labels
+    assert "are gone or were replaced" in caplog.text
+    marker.write_text(retrieval_record(hour.start, hour.end, day_before, day_before))
+    (root / f"interval={day_before}" / "_SUCCESS").unlink()  # retention removed it
+    assert retrieval_keys(layout, hour) == (day, None)
