@@ -240,7 +240,9 @@ def validate_file(
 
 def validate_dir(root: str, quarantine_root: str | None = None) -> list[FileReport]:
     """Validate every parquet file under ``root``, the files of each hour together; file-level
-    errors are reported, not raised (an hour with one is validated file by file)."""
+    errors are reported, not raised: in an hour with one, the files readable on their own are
+    still validated together (rows repeated across them are still ``duplicate_row``), file by
+    file only when they cannot be read together."""
     quarantine_root = quarantine_root or join(root, QUARANTINE_DIRNAME)
     reports = []
     for hour in _by_folder(list_files(root)):
@@ -249,10 +251,30 @@ def validate_dir(root: str, quarantine_root: str | None = None) -> list[FileRepo
             continue
         except LogContractError:
             pass
-        for path in hour:
-            try:
-                _, report = validate_file(path, root, quarantine_root)
-            except LogContractError as exc:
-                report = FileReport(path=path, error=exc.problem)
-            reports.append(report)
+        broken = _broken_alone(hour, root)
+        readable = [path for path in hour if path not in broken]
+        try:
+            found = [report for _, report in validate_files(readable, root, quarantine_root)]
+        except LogContractError:  # each readable alone, not together (their schemas differ)
+            found = [_validated_alone(path, root, quarantine_root) for path in readable]
+        found += [FileReport(path=path, error=problem) for path, problem in broken.items()]
+        reports.extend(sorted(found, key=lambda report: hour.index(report.path)))
     return reports
+
+
+def _broken_alone(paths: list[str], root: str) -> dict[str, str]:
+    """{path: problem} of the files that fail validation on their own (nothing is written)."""
+    broken = {}
+    for path in paths:
+        try:
+            validate_file(path, root, None)
+        except LogContractError as exc:
+            broken[path] = exc.problem
+    return broken
+
+
+def _validated_alone(path: str, root: str, quarantine_root: str) -> FileReport:
+    try:
+        return validate_file(path, root, quarantine_root)[1]
+    except LogContractError as exc:
+        return FileReport(path=path, error=exc.problem)

@@ -150,3 +150,22 @@ def test_rows_delivered_twice_in_two_files_of_an_hour_are_kept_once(tmp_path):
     assert set(quarantined["_reason"].to_pylist()) == {"duplicate_row"}
     reports = validate_dir(str(tmp_path), str(tmp_path / "_q2"))
     assert [r.quarantined for r in reports] == [{}, {"duplicate_row": 4}]
+
+
+def test_rows_repeated_across_files_are_duplicates_beside_a_broken_file(tmp_path):
+    """An hour holding an unreadable file: the other files are still validated together, so
+    a row delivered in two of them is quarantined once as ``duplicate_row`` (validated one by
+    one, the repeat passed as valid, and its earlier quarantine file was removed)."""
+    write(tmp_path, rows(10), REQUEST_LOG_SCHEMA, name="part-0.parquet")
+    write(tmp_path, rows(6, start=6), REQUEST_LOG_SCHEMA, name="part-1.parquet")
+    write(tmp_path, rows(3, start=20), REQUEST_LOG_SCHEMA, name="part-2.parquet")
+    broken = next(tmp_path.rglob("part-2.parquet"))
+    broken.write_bytes(broken.read_bytes()[:100])
+    reports = validate_dir(str(tmp_path))
+    assert [r.path.rsplit("/", 1)[1] for r in reports] == [
+        "part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    clean, repeats, failed = reports
+    assert clean.quarantined == {} and clean.rows_valid == 10
+    assert repeats.quarantined == {"duplicate_row": 4} and repeats.rows_valid == 2
+    assert pq.read_table(repeats.quarantine_path).num_rows == 4
+    assert failed.error and "unreadable parquet file" in failed.error
