@@ -5,7 +5,7 @@
   torch) over the lookback window give the user and item vectors that speculation's FAISS
   sources and scorer use. The newest vectors fitted on logs up to a precompute interval's end
   are picked up by that interval's `speculate` task (each partition records that end; the
-  interval's reruns and inference read what its first run read).
+  interval's reruns and inference read what its last run read, `docs/speculation.md`).
 * `solaris_train_foundation` (weekly): trains the foundation model on the window's request logs,
   evaluates it on the following held-out day, writes a new versioned artefact, and promotes it to
   serving only when its held-out metrics are not worse than the serving version's. The next

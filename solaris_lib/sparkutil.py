@@ -202,8 +202,8 @@ SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 
 
 def read_parquet(spark, path: str):
-    """``spark.read.parquet(path)`` with the schema Spark wrote into the footer of the folder's
-    first data file, when it has one: Spark infers a folder's schema by a job of its own (one
+    """``spark.read.parquet(path)`` with the schema Spark wrote into the footer of ``path`` (a
+    file) or of the folder's first data file, when it has one: Spark infers a folder's schema by a job of its own (one
     task reading a footer), about a tenth of a second each, and a run reads dozens of tables.
     A folder written by another tool (no such key) or without data files is inferred as
     before; the result is the same DataFrame either way."""

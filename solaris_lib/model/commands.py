@@ -95,7 +95,8 @@ def _infer(args) -> int:
                            master=args.master or settings.spark_master) as spark:
             return embed_interval(spark, settings, request)
 
-    print(json.dumps(recorded_run(settings, "infer-embeddings", request.interval, run)))
+    print(json.dumps(recorded_run(settings, "infer-embeddings", request.interval, run),
+                     default=str))
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from solaris_lib.errors import EmptyInputError
+from solaris_lib.errors import ConfigError, EmptyInputError
 from solaris_lib.intervals import key_to_start, parse_timestamp
 from solaris_lib.layout import join
 from solaris_lib.sparkutil import read_parquet
@@ -98,8 +98,8 @@ def retrieval_record(start: datetime, end: datetime, current: str | None,
 def retrieval_used(speculated: str, start: datetime, end: datetime) -> dict | None:
     """{"current", "previous"} (keys or None) of the :data:`RETRIEVAL_USED` marker of the
     complete speculated partition ``speculated``, when a run of ``[start, end)`` wrote it;
-    None when there is no such partition or marker, or a run of another interval with the
-    same start wrote it."""
+    None when there is no such partition or marker, a run of another interval with the same
+    start wrote it, or it is not such a record (with a warning)."""
     import json
 
     marker = join(speculated, RETRIEVAL_USED)
@@ -107,11 +107,18 @@ def retrieval_used(speculated: str, start: datetime, end: datetime) -> dict | No
         return None
     try:
         record = json.loads(read_text(marker))
-        same = (parse_timestamp(record["start"]), parse_timestamp(record["end"])) == (start, end)
-        return {"current": record["current"], "previous": record["previous"]} if same else None
-    except (ValueError, KeyError, TypeError) as exc:
+        keys = {"current": record["current"], "previous": record["previous"]}
+        if not all(key is None or isinstance(key, str) for key in keys.values()):
+            raise TypeError(f"keys {keys} are neither strings nor null")
+        when = (parse_timestamp(str(record["start"])), parse_timestamp(str(record["end"])))
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
         log.warning("%s is not a retrieval record (%s): ignored", marker, exc)
         return None
+    if when != (start, end):
+        log.info("%s records a run of [%s, %s): not followed by a run of [%s, %s)", marker,
+                 *(t.isoformat() for t in (*when, start, end)))
+        return None
+    return keys
 
 
 def fitted_by(stage_table_root: str, key: str, end: datetime) -> bool:

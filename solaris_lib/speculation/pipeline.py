@@ -125,28 +125,32 @@ def retrieval_keys(layout: DataLayout, interval: Interval) -> tuple[str | None, 
     """(current, previous): the retrieval partitions a speculate run of ``interval`` reads for
     its own features and for those of the labelled previous interval.
 
-    As the interval's speculated partition recorded them (:func:`io.retrieval_used`), while
-    each recorded one is still complete and fitted by its interval's end: a rerun, and the
-    same run's inference, read what the first speculate run read, though a newer partition
-    fitted by the interval's end was completed meanwhile (the daily retrieval run starts with
-    the hour ending at midnight); a run that read none reads none again. Else the newest fitted
-    on logs up to each interval's end (:func:`io.newest_trained_by`)."""
+    Each as the interval's speculated partition recorded it (:func:`io.retrieval_used`: the
+    latest run of this interval), while that partition is complete and fitted by its
+    interval's end: a rerun, and the same run's inference, read what that run read, though a
+    newer partition fitted by the interval's end was completed meanwhile (the daily retrieval
+    run starts with the hour ending at midnight); a run that read none reads none again. A
+    retrieval partition rewritten under the same key (a retrieval rerun) is read as it is
+    now. Without a record, or for a key whose partition is gone or no longer fitted by that
+    end: the newest fitted on logs up to that end (:func:`io.newest_trained_by`)."""
     root = layout.stage_root(RETRIEVAL)
-    previous = interval.previous()
-    newest = (newest_trained_by(root, interval.end), newest_trained_by(root, previous.end))
+    ends = (interval.end, interval.previous().end)
     used = retrieval_used(layout.output(SPECULATED, interval), interval.start, interval.end)
-    if used is None:
-        return newest
-    keys = (used["current"], used["previous"])
-    usable = all(key is None or (is_complete(join(root, f"interval={key}")) and
-                                 fitted_by(root, key, end))
-                 for key, end in zip(keys, (interval.end, previous.end), strict=True))
-    if usable:
-        return keys
-    log.warning("the retrieval partitions %s that the speculate run of %s read are gone or "
-                "were replaced by partitions fitted on later logs: the newest fitted by its end "
-                "are read instead (%s)", keys, interval, newest)
-    return newest
+    if used is None or (used["current"] is None and used["previous"] is not None):
+        return tuple(newest_trained_by(root, end) for end in ends)
+    keys = []
+    for name, key, end in zip(("current", "previous"), (used["current"], used["previous"]),
+                              ends, strict=True):
+        if key is None or (is_complete(join(root, f"interval={key}")) and
+                           fitted_by(root, key, end)):
+            keys.append(key)
+            continue
+        newest = newest_trained_by(root, end)
+        log.warning("retrieval partition %s, which the speculate run of %s read (%s), is gone "
+                    "or no longer fitted on logs up to %s: %s is read instead", key, interval,
+                    name, end.isoformat(), newest)
+        keys.append(newest)
+    return keys[0], keys[1]
 
 
 def load_factors(spark, layout: DataLayout, interval: Interval, choice: bool = False):
@@ -161,8 +165,8 @@ def factors_of(spark, layout: DataLayout, key: str | None, interval: Interval,
                choice: bool = False):
     """The factors of :func:`load_factors` from the retrieval partition ``key`` (None: none)."""
     if key is None:
-        log.info("no retrieval factors fitted on logs up to %s: faiss candidates skipped",
-                 interval.end.isoformat())
+        log.info("no retrieval factors (none fitted on logs up to %s, or the interval's "
+                 "speculate run read none): faiss candidates skipped", interval.end.isoformat())
         return (None,) * (4 if choice else 2)
     base = join(layout.stage_root(RETRIEVAL), f"interval={key}")
     log.info("retrieval factors of %s", key)
@@ -336,4 +340,4 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
             "popularity_measure": result.config.popular_by[0],
             "candidates": result.candidates, "faiss_index": result.faiss_kind,
             "faiss_recall": result.faiss_recall, "faiss_vectors": searched,
-            "retrieval": keys[0], "retrieval_previous": keys[1]}
+            "retrieval": keys[0], "retrieval_previous": keys[1] if train_on else None}
