@@ -32,6 +32,7 @@ from solaris_lib.intervals import Interval
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout, join
 from solaris_lib.progress import Progress, step, track
 from solaris_lib.simulate.config import WorldConfig
+from solaris_lib.sparkutil import read_parquet
 
 log = logging.getLogger("solaris.demo")
 DEMO_WORLD = WorldConfig(users=1200, items=1500, days=5, seed=7)
@@ -139,7 +140,7 @@ def interval_rows(spark, layout: DataLayout, intervals: list[Interval]) -> list[
     rows = []
     for interval in intervals:
         path = layout.output(EMBEDDINGS, interval)
-        pairs = spark.read.parquet(path).count() if is_complete(path) else 0
+        pairs = read_parquet(spark, path).count() if is_complete(path) else 0
         served = read_evaluation(layout, interval.following()) or {}
         rows.append({"interval": interval, "pairs": pairs, **{
             k: served.get(k) for k in ("coverage", "coverage_known", "waste",
@@ -177,7 +178,7 @@ def live_lookup(spark, settings: SolarisSettings, interval: Interval) -> None:
 
     banner("5. live lookup through the client (what the online ranker calls)")
     layout = DataLayout.from_settings(settings)
-    speculated = spark.read.parquet(layout.output(SPECULATED, interval))
+    speculated = read_parquet(spark, layout.output(SPECULATED, interval))
     user = speculated.groupBy("user_id").count().orderBy(F.desc("count"), "user_id").first()
     items = [r["item_id"] for r in speculated.where(F.col("user_id") == user["user_id"])
              .orderBy(F.desc("score"), "item_id").limit(8).collect()]
@@ -231,7 +232,7 @@ def _unspeculated_items(spark, layout: DataLayout, interval: Interval, taken: li
     path = layout.output(EMBEDDINGS, interval, "item_clusters")
     if not is_complete(path):
         return []
-    rows = spark.read.parquet(path).orderBy("item_id").limit(n + len(taken)).collect()
+    rows = read_parquet(spark, path).orderBy("item_id").limit(n + len(taken)).collect()
     return [int(r["item_id"]) for r in rows if int(r["item_id"]) not in set(taken)][:n]
 
 
@@ -243,7 +244,7 @@ def coverage_plot(spark, layout: DataLayout, interval: Interval, out: str) -> st
     from solaris_lib.evaluation.speculation import coverage_curve, plot_coverage_curves
     from solaris_lib.logs.reader import read_window_spark
 
-    speculated = spark.read.parquet(layout.output(SPECULATED, interval))
+    speculated = read_parquet(spark, layout.output(SPECULATED, interval))
     ranked = speculated.withColumn("rank", F.row_number().over(
         Window.partitionBy("user_id").orderBy(F.desc("score"), "item_id")))
     top = ranked.agg(F.max("rank")).first()[0]
