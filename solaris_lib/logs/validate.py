@@ -194,15 +194,24 @@ def validate_files(
     out = []
     for hour in _by_folder(paths):
         checked = [_check(read_raw(path), path, with_eval) for path in hour]
-        repeats = mark_repeats_across_files(checked)
-        if repeats:
-            log.warning("%s: %d rows repeat a row of an earlier file of the hour (same "
-                        "request_id and item_id): quarantined as duplicate_row",
-                        hour[0].rsplit("/", 1)[0], repeats)
-        present = set() if quarantine_root is None else \
-            _present({_quarantine_target(path, root, quarantine_root) for path in hour})
-        out.extend(_finish(one, root, quarantine_root, present) for one in checked)
+        out.extend(_finish_hour(checked, root, quarantine_root))
     return out
+
+
+def _finish_hour(checked: list[_Checked], root: str, quarantine_root: str | None
+                 ) -> list[tuple[pa.Table, FileReport]]:
+    """The clean rows and reports of the checked files of one hour (in file order), rows
+    repeated across them marked ``duplicate_row`` first."""
+    if not checked:
+        return []
+    repeats = mark_repeats_across_files(checked)
+    if repeats:
+        log.warning("%s: %d rows repeat a row of an earlier file of the hour (same "
+                    "request_id and item_id): quarantined as duplicate_row",
+                    checked[0].path.rsplit("/", 1)[0], repeats)
+    present = set() if quarantine_root is None else \
+        _present({_quarantine_target(one.path, root, quarantine_root) for one in checked})
+    return [_finish(one, root, quarantine_root, present) for one in checked]
 
 
 def _by_folder(paths: list[str]) -> list[list[str]]:
@@ -239,42 +248,19 @@ def validate_file(
 
 
 def validate_dir(root: str, quarantine_root: str | None = None) -> list[FileReport]:
-    """Validate every parquet file under ``root``, the files of each hour together; file-level
-    errors are reported, not raised: in an hour with one, the files readable on their own are
-    still validated together (rows repeated across them are still ``duplicate_row``), file by
-    file only when they cannot be read together."""
+    """Validate every parquet file under ``root``, the files of each hour together; a file
+    that cannot be read or lacks a column is reported with its ``error``, not raised, and the
+    hour's other files are still validated together (a row repeated across them is still
+    ``duplicate_row``)."""
     quarantine_root = quarantine_root or join(root, QUARANTINE_DIRNAME)
     reports = []
     for hour in _by_folder(list_files(root)):
-        try:
-            reports.extend(report for _, report in validate_files(hour, root, quarantine_root))
-            continue
-        except LogContractError:
-            pass
-        broken = _broken_alone(hour, root)
-        readable = [path for path in hour if path not in broken]
-        try:
-            found = [report for _, report in validate_files(readable, root, quarantine_root)]
-        except LogContractError:  # each readable alone, not together (their schemas differ)
-            found = [_validated_alone(path, root, quarantine_root) for path in readable]
-        found += [FileReport(path=path, error=problem) for path, problem in broken.items()]
-        reports.extend(sorted(found, key=lambda report: hour.index(report.path)))
+        checked, failed = [], {}
+        for path in hour:
+            try:
+                checked.append(_check(read_raw(path), path, False))
+            except LogContractError as exc:
+                failed[path] = FileReport(path=path, error=exc.problem)
+        done = {r.path: r for _, r in _finish_hour(checked, root, quarantine_root)}
+        reports.extend(done.get(path) or failed[path] for path in hour)
     return reports
-
-
-def _broken_alone(paths: list[str], root: str) -> dict[str, str]:
-    """{path: problem} of the files that fail validation on their own (nothing is written)."""
-    broken = {}
-    for path in paths:
-        try:
-            validate_file(path, root, None)
-        except LogContractError as exc:
-            broken[path] = exc.problem
-    return broken
-
-
-def _validated_alone(path: str, root: str, quarantine_root: str) -> FileReport:
-    try:
-        return validate_file(path, root, quarantine_root)[1]
-    except LogContractError as exc:
-        return FileReport(path=path, error=exc.problem)
