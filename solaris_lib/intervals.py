@@ -78,6 +78,20 @@ class Interval:
         return cls(parse_timestamp(start), parse_timestamp(end))
 
     @classmethod
+    def from_record(cls, record) -> Interval:
+        """The interval of a :meth:`record` read back from JSON; :class:`ConfigError` when
+        ``record`` is not one."""
+        try:
+            return cls.parse(record["start"], record["end"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"not an interval record ({exc!r}): {record!r}"[:300]) from exc
+
+    def record(self) -> dict[str, str]:
+        """The interval as JSON fields (``start``, ``end``: ISO-8601), as the report folders
+        and the speculated partitions record it (read back by :meth:`from_record`)."""
+        return {"start": self.start.isoformat(), "end": self.end.isoformat()}
+
+    @classmethod
     def ending_at(cls, end: datetime, length: timedelta) -> Interval:
         """The window of ``length`` that ends at ``end``."""
         return cls(end - length, end)

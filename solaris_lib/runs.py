@@ -14,7 +14,7 @@ from typing import Any
 
 from solaris_lib.config import SolarisSettings
 from solaris_lib.errors import ConfigError
-from solaris_lib.intervals import Interval, parse_timestamp
+from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout, join
 from solaris_lib.storage import atomic_folder, exists, is_complete, read_text, write_text
 
@@ -28,26 +28,26 @@ def report_path(settings: SolarisSettings, job_name: str, interval: Interval) ->
     return DataLayout.from_settings(settings).output(REPORTS, interval, job_name)
 
 
-def write_report(settings: SolarisSettings, job_name: str, interval: Interval, text: str) -> None:
-    """Replace the job's report folder of ``interval`` atomically: ``text`` and the interval."""
+def write_report(settings: SolarisSettings, job_name: str, interval: Interval, report) -> str:
+    """Replace the job's report folder of ``interval`` atomically with ``report`` (a dict, or
+    an object with ``as_dict()``) as JSON and the interval; returns the JSON text."""
+    payload = report.as_dict() if hasattr(report, "as_dict") else report
+    text = json.dumps(payload, default=str)
     with atomic_folder(report_path(settings, job_name, interval)) as staging:
         write_text(join(staging, REPORT_FILE), text)
-        write_text(join(staging, INTERVAL_FILE), json.dumps(
-            {"start": interval.start.isoformat(), "end": interval.end.isoformat()}))
+        write_text(join(staging, INTERVAL_FILE), json.dumps(interval.record()))
+    return text
 
 
 def recorded_run(settings: SolarisSettings, job_name: str, interval: Interval,
-                 run: Callable[[], Any]) -> dict:
+                 run: Callable[[], Any]) -> str:
     """``run()`` as a run of the job ``job_name`` for ``interval``, for the commands that write
     its partitions outside the job runner: refused first as the job would be
-    (:func:`refuse_another_length`), its report (a dict, or an object with ``as_dict()``) and
-    interval recorded after it as the runner records them, so that a later run of another
-    length beside it is refused too. Returns the report as a dict."""
+    (:func:`refuse_another_length`), its report and interval recorded after it as the runner
+    records them (:func:`write_report`), so that a later run of another length beside it is
+    refused too. Returns the report's JSON text."""
     refuse_another_length(settings, job_name, interval)
-    report = run()
-    payload = report.as_dict() if hasattr(report, "as_dict") else report
-    write_report(settings, job_name, interval, json.dumps(payload, default=str))
-    return payload
+    return write_report(settings, job_name, interval, run())
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
@@ -68,15 +68,14 @@ def refuse_another_length(settings: SolarisSettings, job_name: str, interval: In
     if not is_complete(folder) or not exists(recorded):
         return
     try:
-        earlier = json.loads(read_text(recorded))
-        start, end = parse_timestamp(earlier["start"]), parse_timestamp(earlier["end"])
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        earlier = Interval.from_record(json.loads(read_text(recorded)))
+    except (ValueError, ConfigError) as exc:
         raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
                           "delete its folder to run this interval") from exc
-    if (start, end) != (interval.start, interval.end):
+    if earlier != interval:
         raise ConfigError(
             f"{job_name}: the partitions keyed {interval.key} hold the interval "
-            f"[{start.isoformat()}, {end.isoformat()}) (its report under {folder}); this run is "
+            f"{earlier} (its report under {folder}); this run is "
             f"{interval}. Partitions are keyed by the interval's start, so runs of different "
             "lengths cannot share a start: run the interval the partitions were written for, "
             "or write to another SOLARIS_DATA_ROOT; to replace them, delete this report folder "

@@ -95,8 +95,7 @@ def _infer(args) -> int:
                            master=args.master or settings.spark_master) as spark:
             return embed_interval(spark, settings, request)
 
-    print(json.dumps(recorded_run(settings, "infer-embeddings", request.interval, run),
-                     default=str))
+    print(recorded_run(settings, "infer-embeddings", request.interval, run))
     return 0
 
 

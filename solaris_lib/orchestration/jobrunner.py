@@ -18,7 +18,6 @@ run at the same start with another end is refused before any work
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -77,9 +76,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None) -> int:
     try:
         interval = Interval.parse(args.start, args.end)
         settings, report = _run(job, args, interval)
-        payload = report.as_dict() if hasattr(report, "as_dict") else report
-        text = json.dumps(payload, default=str)
-        write_report(settings, job.name, interval, text)
+        text = write_report(settings, job.name, interval, report)
     except SolarisError as exc:
         log.error("%s", exc)
         return exc.exit_code

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timedelta
 
 from solaris_lib.errors import ConfigError, EmptyInputError
-from solaris_lib.intervals import key_to_start, parse_timestamp
+from solaris_lib.intervals import Interval, key_to_start, parse_timestamp
 from solaris_lib.layout import join
 from solaris_lib.sparkutil import read_parquet
 from solaris_lib.storage import (
@@ -84,22 +84,20 @@ def trained_until(stage_table_root: str, key: str) -> datetime:
     return parse_timestamp(read_text(marker))
 
 
-def retrieval_record(start: datetime, end: datetime, current: str | None,
-                     previous: str | None) -> str:
-    """The :data:`RETRIEVAL_USED` marker of a speculate run of ``[start, end)``: the retrieval
+def retrieval_record(interval: Interval, current: str | None, previous: str | None) -> str:
+    """The :data:`RETRIEVAL_USED` marker of a speculate run of ``interval``: the retrieval
     partitions it read for its own features (``current``) and for those of the labelled
     previous interval (``previous``); None: it read none."""
     import json
 
-    return json.dumps({"start": start.isoformat(), "end": end.isoformat(),
-                       "current": current, "previous": previous})
+    return json.dumps({**interval.record(), "current": current, "previous": previous})
 
 
-def retrieval_used(speculated: str, start: datetime, end: datetime) -> dict | None:
+def retrieval_used(speculated: str, interval: Interval) -> dict | None:
     """{"current", "previous"} (keys or None) of the :data:`RETRIEVAL_USED` marker of the
-    complete speculated partition ``speculated``, when a run of ``[start, end)`` wrote it;
-    None when there is no such partition or marker, a run of another interval with the same
-    start wrote it, or it is not such a record (with a warning)."""
+    complete speculated partition ``speculated``, when a run of ``interval`` wrote it; None
+    when there is no such partition or marker, a run of another interval with the same start
+    wrote it, or it is not such a record (with a warning)."""
     import json
 
     marker = join(speculated, RETRIEVAL_USED)
@@ -107,16 +105,16 @@ def retrieval_used(speculated: str, start: datetime, end: datetime) -> dict | No
         return None
     try:
         record = json.loads(read_text(marker))
+        written_by = Interval.from_record(record)
         keys = {"current": record["current"], "previous": record["previous"]}
         if not all(key is None or isinstance(key, str) for key in keys.values()):
             raise TypeError(f"keys {keys} are neither strings nor null")
-        when = (parse_timestamp(str(record["start"])), parse_timestamp(str(record["end"])))
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         log.warning("%s is not a retrieval record (%s): ignored", marker, exc)
         return None
-    if when != (start, end):
-        log.info("%s records a run of [%s, %s): not followed by a run of [%s, %s)", marker,
-                 *(t.isoformat() for t in (*when, start, end)))
+    if written_by != interval:
+        log.info("%s records a run of %s: not followed by a run of %s", marker, written_by,
+                 interval)
         return None
     return keys
 

@@ -135,7 +135,7 @@ def retrieval_keys(layout: DataLayout, interval: Interval) -> tuple[str | None, 
     end: the newest fitted on logs up to that end (:func:`io.newest_trained_by`)."""
     root = layout.stage_root(RETRIEVAL)
     ends = (interval.end, interval.previous().end)
-    used = retrieval_used(layout.output(SPECULATED, interval), interval.start, interval.end)
+    used = retrieval_used(layout.output(SPECULATED, interval), interval)
     if used is None or (used["current"] is None and used["previous"] is not None):
         return tuple(newest_trained_by(root, end) for end in ends)
     keys = []
@@ -330,8 +330,7 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
     searched = faiss_feature(mined)
     rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"],
-                           markers={RETRIEVAL_USED: retrieval_record(interval.start,
-                                                                     interval.end, *keys)})
+                           markers={RETRIEVAL_USED: retrieval_record(interval, *keys)})
     result.release()
     for used in (mined, *(train_on[:1] if train_on else ())):
         used.release()

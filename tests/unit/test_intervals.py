@@ -47,3 +47,14 @@ def test_interval_rejects_naive_and_empty_windows():
         Interval(datetime(2026, 1, 5), datetime(2026, 1, 6))
     with pytest.raises(ConfigError, match="not after"):
         Interval.parse("2026-01-05T10:00", "2026-01-05T10:00")
+
+
+def test_an_interval_record_reads_back_and_a_bad_one_is_a_config_error():
+    hour = Interval.parse("2026-01-05T10:00:00+00:00", "2026-01-05T11:00:00+00:00")
+    assert hour.record() == {"start": "2026-01-05T10:00:00+00:00",
+                             "end": "2026-01-05T11:00:00+00:00"}
+    assert Interval.from_record(hour.record()) == hour
+    for bad in ({"start": "2026-01-05T10:00:00+00:00"}, [1], {"start": None, "end": 3},
+                {"start": "x", "end": "y"}):
+        with pytest.raises(ConfigError):
+            Interval.from_record(bad)

@@ -109,8 +109,8 @@ def test_the_report_round_trips_through_the_data_root(tmp_path):
     settings = load_settings(data_root=str(tmp_path))
     interval = Interval(datetime(2026, 1, 5, 10, tzinfo=UTC), datetime(2026, 1, 5, 11, tzinfo=UTC))
     assert read_report(settings, "speculate", interval) is None
-    write_report(settings, "speculate", interval, '{"pairs": 12}')
-    write_report(settings, "speculate", interval, '{"pairs": 13}')  # a rerun replaces it
+    write_report(settings, "speculate", interval, {"pairs": 12})
+    write_report(settings, "speculate", interval, {"pairs": 13})  # a rerun replaces it
     assert read_report(settings, "speculate", interval) == {"pairs": 13}
     assert (tmp_path / "reports" / "speculate" / f"interval={interval.key}" / "report.json").is_file()
 

@@ -57,15 +57,15 @@ def test_the_runs_of_an_interval_read_the_partitions_its_speculate_run_read(tmp_
     speculated.mkdir(parents=True)
     (speculated / "_SUCCESS").touch()
     marker = speculated / RETRIEVAL_USED
-    marker.write_text(retrieval_record(hour.start, hour.end, day_before, day_before))
+    marker.write_text(retrieval_record(hour, day_before, day_before))
     partition(root, DAY - timedelta(days=2), DAY - timedelta(days=1))
     assert retrieval_keys(layout, hour) == (day_before, day_before)  # what the run read
-    marker.write_text(retrieval_record(hour.start, hour.end, None, None))
+    marker.write_text(retrieval_record(hour, None, None))
     assert retrieval_keys(layout, hour) == (None, None)  # it read none: a rerun reads none
     daily = Interval(hour.start, hour.start + timedelta(days=1))
-    marker.write_text(retrieval_record(daily.start, daily.end, day, day))
+    marker.write_text(retrieval_record(daily, day, day))
     assert retrieval_keys(layout, hour) == (day, day_before)  # another run's record: newest
-    marker.write_text(retrieval_record(hour.start, hour.end, day, day))
+    marker.write_text(retrieval_record(hour, day, day))
     assert retrieval_keys(layout, hour) == (day, day_before)  # day saw the previous' labels
     assert "(previous), is gone or no longer fitted" in caplog.text
     for damaged in ('{"start": "x", "end": "y", "current": null, "previous": null}',
@@ -74,15 +74,15 @@ def test_the_runs_of_an_interval_read_the_partitions_its_speculate_run_read(tmp_
         marker.write_text(damaged)  # never a crash: named and not followed
         assert retrieval_keys(layout, hour) == (day, day_before)
         assert "is not a retrieval record" in caplog.text
-    marker.write_text(retrieval_record(hour.start, hour.end, None, day_before))  # not a run's
+    marker.write_text(retrieval_record(hour, None, day_before))  # not a run's
     assert retrieval_keys(layout, hour) == (day, day_before)
-    marker.write_text(retrieval_record(hour.start, hour.end, day_before, day_before))
+    marker.write_text(retrieval_record(hour, day_before, day_before))
     (root / f"interval={day_before}" / "_SUCCESS").unlink()  # retention removed it
     caplog.clear()
     assert retrieval_keys(layout, hour) == (day, None)
     assert "(current), is gone" in caplog.text and "(previous), is gone" in caplog.text
     partition(root, DAY - timedelta(days=3), DAY - timedelta(days=2))
-    marker.write_text(retrieval_record(hour.start, hour.end, day, "20260102T000000Z"))
+    marker.write_text(retrieval_record(hour, day, "20260102T000000Z"))
     assert retrieval_keys(layout, hour) == (day, "20260102T000000Z")  # each key on its own
-    marker.write_text(retrieval_record(hour.start, hour.end, day, day_before))
+    marker.write_text(retrieval_record(hour, day, day_before))
     assert retrieval_keys(layout, hour) == (day, "20260102T000000Z")
