@@ -27,6 +27,7 @@ import logging
 
 import numpy as np
 
+from solaris_lib.speculation import vectors
 from solaris_lib.speculation.choice import logit_vectors
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.recent import (
@@ -69,46 +70,6 @@ def vector_frames(mined: Mined) -> tuple[dict, dict]:
     return users, items
 
 
-def _collect(frames: dict, key: str) -> dict:
-    """{name: pandas (key, factor)} of every frame, collected by one Spark job (a union tagged
-    by name: each collect is a job of its own, and the tables are small)."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    if not frames:
-        return {}
-    tagged = [frame.select(F.lit(name).alias("_name"), F.col(key).cast("long").alias(key),
-                           F.col("factor").cast("array<float>").alias("factor"))
-              for name, frame in frames.items()]
-    together = reduce(lambda a, b: a.unionByName(b), tagged).toPandas()
-    return {name: together[together["_name"] == name].drop(columns="_name")
-            for name in frames}
-
-
-def _table(frames: dict, key: str) -> tuple[np.ndarray, dict]:
-    """(sorted ids (n,) int64, {name: (n, dim) float32 with NaN rows where absent})."""
-    local = _collect(frames, key)
-    ids = np.unique(np.concatenate([f[key].to_numpy(np.int64) for f in local.values()]
-                                   or [np.zeros(0, np.int64)]))
-    tables = {}
-    for name, frame in local.items():
-        vectors = np.stack(frame["factor"].to_numpy()).astype(np.float32) if len(frame) else \
-            np.zeros((0, 1), np.float32)
-        table = np.full((len(ids), vectors.shape[1]), np.nan, np.float32)
-        table[np.searchsorted(ids, frame[key].to_numpy(np.int64))] = vectors
-        tables[name] = table
-    return ids, tables
-
-
-def _lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Row of each ``wanted`` id in the sorted ``ids``; -1 where absent."""
-    if len(ids) == 0:
-        return np.full(len(wanted), -1)
-    rows = np.clip(np.searchsorted(ids, wanted), 0, len(ids) - 1)
-    return np.where(ids[rows] == wanted, rows, -1)
-
-
 def products(user_rows, item_rows, users: dict, items: dict) -> dict[str, np.ndarray]:
     """{feature: (n,) float64} of :data:`PRODUCTS` for pairs given by table rows (-1: absent)."""
     out = {}
@@ -132,8 +93,8 @@ def with_factor_scores(candidates, mined: Mined):
     user_frames, item_frames = vector_frames(mined)
     if not user_frames:
         return candidates.select("*", *[F.lit(0.0).alias(n) for n in PRODUCTS])
-    user_ids, users = _table(user_frames, "user_id")
-    item_ids, items = _table(item_frames, "item_id")
+    user_ids, users = vectors.table(user_frames, "user_id")
+    item_ids, items = vectors.table(item_frames, "item_id")
     spark = candidates.sparkSession
     shared = spark.sparkContext.broadcast((user_ids, users, item_ids, items))
     log.info("factor scores from %d user and %d item vector rows (%s)", len(user_ids),
@@ -142,8 +103,9 @@ def with_factor_scores(candidates, mined: Mined):
     def score(batches):
         user_ids, users, item_ids, items = shared.value
         for batch in batches:
-            found = products(_lookup(user_ids, batch["user_id"].to_numpy(np.int64)),
-                             _lookup(item_ids, batch["item_id"].to_numpy(np.int64)), users, items)
+            found = products(vectors.lookup(user_ids, batch["user_id"].to_numpy(np.int64)),
+                             vectors.lookup(item_ids, batch["item_id"].to_numpy(np.int64)),
+                             users, items)
             yield batch.assign(**found)
 
     schema = StructType([*candidates.schema.fields,

@@ -21,6 +21,7 @@ class Mined:
     item_factors: object = None
     choice_users: object = None  # choice-model vectors (choice.py), same schema as the factors
     choice_items: object = None  # the same plus ``bias`` (b_j; absent in older partitions)
+    queries: object = None  # (every user query, their unit item vectors), see recent.py
     recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
     choice_short: object = None  # (short queries, unit choice item vectors), see recent.py
@@ -36,7 +37,9 @@ class Mined:
             frames += [self.user_factors, self.item_factors, self.choice_users, self.choice_items]
         for derived in (self.recent, self.short, self.choice_short):
             frames.extend(derived or ())
+        if self.queries is not None:
+            frames += [self.queries[0], *self.queries[1].values()]
         for frame in frames:
             if frame is not None and frame.is_cached:
                 frame.unpersist()
-        self.recent = self.short = self.choice_short = None
+        self.queries = self.recent = self.short = self.choice_short = None

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
+from solaris_lib.speculation import vectors
 from solaris_lib.speculation.mined import Mined
 
 log = logging.getLogger(__name__)
@@ -53,42 +56,95 @@ def _unit(column: str):
     return F.transform(column, lambda x: (x / F.greatest(norm, F.lit(1e-12))).cast("float"))
 
 
-def _weighted_mean(key: str):
-    """applyInPandas function per ``key``: the ``weight``-weighted mean of ``factor`` (summed
-    in ``other`` order, so reruns add in the same order; zero weights give the zero vector)."""
+def weighted_means(pairs, key: str, other: str, means: dict[str, tuple[str, str]],
+                   tables: dict):
+    """(key, *means): per ``key``, each mean's ``(weight column, table name)``: the mean of
+    the ``tables[name]`` vectors (a (``other``, factor) frame) of the key's pairs, weighted by
+    that column of ``pairs``; null where none of its pairs has such a vector (zero weights
+    give the zero vector).
 
-    def mean(frame):
-        import numpy as np
+    One pass over ``pairs`` for every mean: the vector tables are collected and broadcast
+    (:mod:`vectors`), the pairs repartitioned by ``key`` and sorted by (key, other) so that
+    every rerun adds in the same order, and each Arrow batch reduced in numpy (a key cut by a
+    batch boundary is carried into the next batch)."""
+    from pyspark.sql.types import ArrayType, FloatType, LongType, StructField, StructType
+
+    columns = sorted({column for column, _ in means.values()})
+    ids, matrices = vectors.table(tables, other)
+    shared = pairs.sparkSession.sparkContext.broadcast((ids, matrices))
+
+    def run(batches):
         import pandas as pd
 
-        frame = frame.sort_values("other", kind="stable")
-        vectors = np.stack(frame["factor"].to_numpy()).astype(np.float64)
-        weights = frame["weight"].to_numpy(np.float64)
-        query = (vectors * weights[:, None]).sum(axis=0) / max(weights.sum(), 1e-12)
-        return pd.DataFrame({key: frame[key].to_numpy(np.int64)[:1],
-                             "factor": [query.astype(np.float32)]})
+        ids, matrices = shared.value
+        carry = None
+        for batch in batches:
+            frame = batch if carry is None else pd.concat([carry, batch], ignore_index=True)
+            keys = frame[key].to_numpy(np.int64)
+            cut = int(np.searchsorted(keys, keys[-1])) if len(keys) else 0
+            if cut:
+                yield _reduce(frame.iloc[:cut], key, other, means, ids, matrices)
+            carry = frame.iloc[cut:]
+        if carry is not None and len(carry):
+            yield _reduce(carry, key, other, means, ids, matrices)
 
-    return mean
+    schema = StructType([StructField(key, LongType()),
+                         *[StructField(name, ArrayType(FloatType())) for name in means]])
+    return (pairs.select(key, other, *columns).repartition(key)
+            .sortWithinPartitions(key, other).mapInPandas(run, schema))
 
 
-def _mean_by(pairs, key: str, other: str, weight: str, vectors):
-    """(key, factor): per ``key``, the mean of ``vectors`` (keyed by ``other``) weighted by the
-    pairs' ``weight`` column."""
+def _reduce(frame, key: str, other: str, means: dict, ids, matrices):
+    """pandas (key, *means) of the rows of ``frame`` (sorted by key, then other)."""
+    import pandas as pd
+
+    keys = frame[key].to_numpy(np.int64)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    out = {key: keys[starts]}
+    for name, (column, table_name) in means.items():
+        matrix = matrices[table_name]
+        rows = vectors.present(ids, matrix, frame[other].to_numpy(np.int64))
+        found = rows >= 0
+        weights = np.where(found, frame[column].to_numpy(np.float64), 0.0)
+        found_vectors = np.zeros((len(rows), matrix.shape[1]))
+        found_vectors[found] = matrix[rows[found]]
+        sums = np.add.reduceat(found_vectors * weights[:, None], starts, axis=0)
+        totals = np.maximum(np.add.reduceat(weights, starts), 1e-12)
+        counts = np.add.reduceat(found.astype(np.int64), starts)
+        mean = (sums / totals[:, None]).astype(np.float32)
+        out[name] = [row if count else None for row, count in zip(mean, counts, strict=True)]
+    return pd.DataFrame(out)
+
+
+def _queries(mined: Mined):
+    """The cached (user_id, recent, short, choice_short) queries of known users (null where a
+    user has no such query), computed together on first use; None without ALS or choice
+    vectors. ``mined.recent`` and ``mined.choice_short`` get their unit item vectors."""
+    if mined.queries is None:
+        tables, means = {}, {}
+        short = SHORT_COLUMN in mined.pair_stats.columns
+        if mined.item_factors is not None:
+            tables["als"] = unit_item_factors(mined.item_factors).cache()
+            means["recent"] = ("decayed", "als")
+            if short:
+                means["short"] = (SHORT_COLUMN, "als")
+        if mined.choice_items is not None and short:
+            tables["choice"] = unit_vectors(mined.choice_items, "item_id").cache()
+            means["choice_short"] = (SHORT_COLUMN, "choice")
+        if not means:
+            return None
+        queries = weighted_means(mined.pair_stats, "user_id", "item_id", means, tables)
+        mined.queries = (queries.join(mined.user_stats.select("user_id"), "user_id").cache(),
+                         tables)
+    return mined.queries
+
+
+def _query(mined: Mined, name: str):
+    """(user_id, factor) of one kind of :func:`_queries` (users without one left out)."""
     from pyspark.sql import functions as F
 
-    weighted = pairs.select(key, F.col(other).alias("other"), F.col(weight).alias("weight")).join(
-        vectors.withColumnRenamed(other, "other"), "other")
-    return weighted.groupBy(key).applyInPandas(_weighted_mean(key),
-                                               f"{key} long, factor array<float>")
-
-
-def _user_queries(mined: Mined, units, column: str):
-    """(user_id, factor) queries of known users from the pairs' ``column`` weights."""
-    from pyspark.sql import functions as F
-
-    queries = _mean_by(mined.pair_stats, "user_id", "item_id", column, units)
-    return (queries.join(mined.user_stats.select("user_id"), "user_id")
-            .select("user_id", F.col("factor")).cache())
+    queries, _ = _queries(mined)
+    return queries.where(F.col(name).isNotNull()).select("user_id", F.col(name).alias("factor"))
 
 
 def recent_queries(mined: Mined):
@@ -99,8 +155,7 @@ def recent_queries(mined: Mined):
     if mined.item_factors is None:
         return None
     if mined.recent is None:
-        units = unit_item_factors(mined.item_factors).cache()
-        mined.recent = (_user_queries(mined, units, "decayed"), units)
+        mined.recent = (_query(mined, "recent"), _queries(mined)[1]["als"])
     return mined.recent[0]
 
 
@@ -121,9 +176,12 @@ def short_interest(mined: Mined):
                     " features are 0; rerun mine_logs for this interval", SHORT_COLUMN)
         return None
     if mined.short is None:
-        queries = _user_queries(mined, unit_items(mined), SHORT_COLUMN)
-        audiences = _mean_by(mined.pair_stats, "item_id", "user_id", SHORT_COLUMN,
-                             unit_vectors(queries, "user_id"))
+        queries = _query(mined, "short")
+        audiences = weighted_means(mined.pair_stats, "item_id", "user_id",
+                                   {"audience": (SHORT_COLUMN, "short")},
+                                   {"short": unit_vectors(queries, "user_id")})
+        audiences = audiences.where("audience IS NOT NULL").select(
+            "item_id", audiences["audience"].alias("factor"))
         mined.short = (queries, unit_vectors(audiences, "item_id").cache())
     return mined.short
 
@@ -135,7 +193,6 @@ def choice_short_interest(mined: Mined):
     if mined.choice_items is None or SHORT_COLUMN not in mined.pair_stats.columns:
         return None
     if mined.choice_short is None:
-        units = unit_vectors(mined.choice_items, "item_id").cache()
-        mined.choice_short = (_user_queries(mined, units, SHORT_COLUMN), units)
+        mined.choice_short = (_query(mined, "choice_short"), _queries(mined)[1]["choice"])
     queries, units = mined.choice_short
     return unit_vectors(queries, "user_id"), units
