@@ -58,10 +58,10 @@ def _unit(column: str):
 
 def weighted_means(pairs, key: str, other: str, means: dict[str, tuple[str, str]],
                    tables: dict):
-    """(key, *means): per ``key``, each mean's ``(weight column, table name)``: the mean of
-    the ``tables[name]`` vectors (a (``other``, factor) frame) of the key's pairs, weighted by
-    that column of ``pairs``; null where none of its pairs has such a vector (zero weights
-    give the zero vector).
+    """(key long, *means array<float>): per ``key``, each mean's ``(weight column, table
+    name)``: the mean of the ``tables[name]`` vectors (an (``other``, factor) frame) of the
+    key's pairs, weighted by that column of ``pairs``; null where none of its pairs has such a
+    vector (zero weights give the zero vector). ``key`` and ``other`` are integer ids.
 
     One pass over ``pairs`` for every mean: the vector tables are collected and broadcast
     (:mod:`vectors`), the pairs repartitioned by ``key`` and sorted by (key, other) so that
@@ -74,19 +74,27 @@ def weighted_means(pairs, key: str, other: str, means: dict[str, tuple[str, str]
     shared = pairs.sparkSession.sparkContext.broadcast((ids, matrices))
 
     def run(batches):
+        """Yield the means of every key whose rows all arrived; a key still open at a batch's
+        end waits in ``pending`` (appended to while batches hold it alone, joined once)."""
         import pandas as pd
 
         ids, matrices = shared.value
-        carry = None
+        pending = []
         for batch in batches:
-            frame = batch if carry is None else pd.concat([carry, batch], ignore_index=True)
-            keys = frame[key].to_numpy(np.int64)
-            cut = int(np.searchsorted(keys, keys[-1])) if len(keys) else 0
+            keys = batch[key].to_numpy(np.int64)
+            if not len(keys):
+                continue
+            if pending and keys[0] == keys[-1] == pending[0][key].iloc[0]:
+                pending.append(batch)
+                continue
+            frame = pd.concat([*pending, batch], ignore_index=True) if pending else batch
+            cut = int(np.searchsorted(frame[key].to_numpy(np.int64), keys[-1]))
             if cut:
                 yield _reduce(frame.iloc[:cut], key, other, means, ids, matrices)
-            carry = frame.iloc[cut:]
-        if carry is not None and len(carry):
-            yield _reduce(carry, key, other, means, ids, matrices)
+            pending = [frame.iloc[cut:]]
+        if pending:
+            yield _reduce(pd.concat(pending, ignore_index=True), key, other, means, ids,
+                          matrices)
 
     schema = StructType([StructField(key, LongType()),
                          *[StructField(name, ArrayType(FloatType())) for name in means]])
@@ -95,7 +103,9 @@ def weighted_means(pairs, key: str, other: str, means: dict[str, tuple[str, str]
 
 
 def _reduce(frame, key: str, other: str, means: dict, ids, matrices):
-    """pandas (key, *means) of the rows of ``frame`` (sorted by key, then other)."""
+    """pandas (key, *means) with one row per key of ``frame`` (n rows sorted by key, then
+    other; every row of each of its keys), each mean a float32 (d,) array or None; ``ids``
+    (m,) sorted, ``matrices`` {table name: (m, d) float32, NaN rows where absent}."""
     import pandas as pd
 
     keys = frame[key].to_numpy(np.int64)
@@ -117,9 +127,10 @@ def _reduce(frame, key: str, other: str, means: dict, ids, matrices):
 
 
 def _queries(mined: Mined):
-    """The cached (user_id, recent, short, choice_short) queries of known users (null where a
-    user has no such query), computed together on first use; None without ALS or choice
-    vectors. ``mined.recent`` and ``mined.choice_short`` get their unit item vectors."""
+    """(cached (user_id, recent, short, choice_short) frame, {"als", "choice": unit item
+    vectors}): the queries of known users (null where a user has none of a kind; a kind is
+    absent without its vectors or, for the short ones, without ``recent_decayed``), computed
+    together on first use; None when no kind can be computed."""
     if mined.queries is None:
         tables, means = {}, {}
         short = SHORT_COLUMN in mined.pair_stats.columns

@@ -53,7 +53,8 @@ def lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 def present(ids: np.ndarray, matrix: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Row of each ``wanted`` id in ``matrix`` (a :func:`table` entry); -1 where the id is
-    absent or its row is NaN (no vector of this name)."""
+    absent or its row is NaN (no vector of this name: a vector whose first value is NaN counts
+    as none)."""
     rows = lookup(ids, wanted)
     found = rows >= 0
     found[found] = ~np.isnan(matrix[rows[found], 0])

@@ -19,7 +19,11 @@ from solaris_lib.speculation.candidates import (
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
-from solaris_lib.speculation.recent import recent_queries, short_interest
+from solaris_lib.speculation.recent import (
+    choice_short_interest,
+    recent_queries,
+    short_interest,
+)
 from solaris_lib.speculation.scorer import add_features
 
 from .builders import T0, decay, row, write_logs
@@ -58,9 +62,9 @@ def mined(spark, tmp_path_factory):
     return mined_in_memory(spark, logs, END, MineConfig(), (users, factors)), rows
 
 
-def _expected_queries(rows, half_life=None):
+def _expected_queries(rows, half_life=None, factors=None):
     half_life = half_life or MineConfig().half_life
-    unit = {i: v / np.linalg.norm(v) for i, v in _factors().items()}
+    unit = {i: v / np.linalg.norm(v) for i, v in (factors or _factors()).items()}
     sums, weights = {}, {}
     for r in rows:
         w = decay(END, r["ts"], half_life.total_seconds())
@@ -98,6 +102,25 @@ def test_short_queries_and_audiences_match_numpy(mined):
     assert all(np.allclose(got_queries[u], queries[u], atol=1e-4) for u in queries)
     assert all(np.allclose(got_audiences[i], audiences[i], atol=1e-4) for i in audiences)
     assert not np.allclose(queries[0], _expected_queries(rows)[0][0], atol=1e-3)  # not recent_sim's
+
+
+def test_choice_short_queries_are_the_short_mean_in_choice_space(spark, mined):
+    mined, rows = mined
+    rng = np.random.default_rng(13)
+    choice = {i: rng.standard_normal(3).astype(np.float32) for i in _factors()}
+    items = spark.createDataFrame([(i, [float(x) for x in v], 0.5) for i, v in choice.items()],
+                                  "item_id long, factor array<float>, bias double")
+    users = spark.createDataFrame([(u, [1.0] * 3) for u in range(USERS)],
+                                  "user_id long, factor array<float>")
+    with_choice = Mined(mined.asof, mined.pair_stats, mined.item_stats, mined.user_stats,
+                        mined.cooccurrence, mined.user_factors, mined.item_factors, users, items)
+    expected, unit = _expected_queries(rows, MineConfig().recent_half_life, choice)
+    queries, units = choice_short_interest(with_choice)
+    got = {r.user_id: np.array(r.factor) for r in queries.collect()}
+    assert set(got) == set(expected)
+    assert all(np.allclose(got[u], q / np.linalg.norm(q), atol=1e-4) for u, q in expected.items())
+    got_units = {r.item_id: np.array(r.factor) for r in units.collect()}
+    assert all(np.allclose(got_units[i], unit[i], atol=1e-6) for i in unit)
 
 
 def test_short_interest_features_of_every_pair(spark, mined):
