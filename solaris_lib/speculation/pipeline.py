@@ -318,13 +318,16 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     previous = interval.previous()
     try:
         past = load_mined(spark, layout, previous, keys[1])
-        future = read_window_spark(spark, layout.logs, interval)
-        if future.limit(1).count():
+        # the labels: read (and validated) once, used by the calibration, the fit and the
+        # validation alike
+        future = read_window_spark(spark, layout.logs, interval).cache()
+        if future.count():
             train_on = (past, future)
         else:  # a quiet hour: nothing to validate on (every ranking would cover 0 of 0 rows)
             log.info("the labelled interval %s has no log rows: scored as unlabelled",
                      interval.key)
             past.release()
+            future.unpersist()
     except EmptyInputError as exc:
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
     result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
@@ -334,6 +337,8 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
     result.release()
     for used in (mined, *(train_on[:1] if train_on else ())):
         used.release()
+    if train_on:
+        train_on[1].unpersist()
     return {"interval": interval.key, "pairs": rows, "scorer": result.scorer,
             "validation": result.validation.report() if result.validation else None,
             "popularity_measure": result.config.popular_by[0],
