@@ -22,9 +22,7 @@ class Mined:
     choice_users: object = None  # choice-model vectors (choice.py), same schema as the factors
     choice_items: object = None  # the same plus ``bias`` (b_j; absent in older partitions)
     queries: object = None  # (every user query, their unit item vectors), see recent.py
-    recent: object = None  # (recent-interest queries, unit item factors), see recent.py
     short: object = None  # (short-interest queries, item audiences), see recent.py
-    choice_short: object = None  # (short queries, unit choice item vectors), see recent.py
 
     def release(self, factors: bool = False) -> None:
         """Unpersist the frames this object holds (the tables, the recent and short queries;
@@ -35,11 +33,10 @@ class Mined:
         frames = [self.pair_stats, self.item_stats, self.user_stats, self.cooccurrence]
         if factors:
             frames += [self.user_factors, self.item_factors, self.choice_users, self.choice_items]
-        for derived in (self.recent, self.short, self.choice_short):
-            frames.extend(derived or ())
         if self.queries is not None:
             frames += [self.queries[0], *self.queries[1].values()]
+        frames.extend(self.short or ())
         for frame in frames:
             if frame is not None and frame.is_cached:
                 frame.unpersist()
-        self.queries = self.recent = self.short = self.choice_short = None
+        self.queries = self.short = None

@@ -161,18 +161,15 @@ def _query(mined: Mined, name: str):
 def recent_queries(mined: Mined):
     """(user_id, factor array<float>) recent-interest queries of known users; None without factors.
 
-    Cached on ``mined`` (both the item_faiss source and the ``recent_sim`` feature use it).
+    A view of the queries cached on ``mined`` (:func:`_queries`; both the item_faiss source and
+    the ``recent_sim`` feature use it).
     """
-    if mined.item_factors is None:
-        return None
-    if mined.recent is None:
-        mined.recent = (_query(mined, "recent"), _queries(mined)[1]["als"])
-    return mined.recent[0]
+    return None if mined.item_factors is None else _query(mined, "recent")
 
 
 def unit_items(mined: Mined):
     """The unit item factors that :func:`recent_queries` used (None without factors)."""
-    return None if recent_queries(mined) is None else mined.recent[1]
+    return None if mined.item_factors is None else _queries(mined)[1]["als"]
 
 
 def short_interest(mined: Mined):
@@ -199,11 +196,9 @@ def short_interest(mined: Mined):
 
 def choice_short_interest(mined: Mined):
     """(unit short queries, unit choice item vectors): (user_id, factor) and (item_id, factor)
-    in the choice model's space; None without choice vectors or ``recent_decayed``. The queries
-    and vectors are cached on ``mined``."""
+    in the choice model's space; None without choice vectors or ``recent_decayed``. Views of the
+    queries and vectors cached on ``mined`` (:func:`_queries`)."""
     if mined.choice_items is None or SHORT_COLUMN not in mined.pair_stats.columns:
         return None
-    if mined.choice_short is None:
-        mined.choice_short = (_query(mined, "choice_short"), _queries(mined)[1]["choice"])
-    queries, units = mined.choice_short
-    return unit_vectors(queries, "user_id"), units
+    return (unit_vectors(_query(mined, "choice_short"), "user_id"),
+            _queries(mined)[1]["choice"])
