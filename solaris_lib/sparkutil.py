@@ -97,12 +97,23 @@ def _prepare_environment() -> None:
         os.environ["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+def _submitted_properties() -> set[str]:
+    """Names of the properties the launching spark-submit holds (its ``--conf``, e.g. the
+    ``spark_default`` connection's, and ``spark-defaults.conf``); empty outside spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # spark-submit's JVM: SparkConf() reads its properties
+    return {key for key, _ in SparkConf().getAll()}
+
+
 def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
     """Get or create the SparkSession for ``app_name``.
 
     ``master`` None means "whatever spark-submit configured" (the job case); pass one for
-    tests and CLI runs. Local masters get small shuffles, no UI and
-    ``SOLARIS_SPARK_LOCAL_MEMORY`` (2g) of memory.
+    tests and CLI runs. :data:`DEFAULT_CONF` fills what the submission did not set. Local
+    masters get small shuffles, no UI and ``SOLARIS_SPARK_LOCAL_MEMORY`` (2g) of memory.
     """
     try:
         from pyspark.sql import SparkSession
@@ -110,7 +121,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         raise MissingDependencyError("pyspark", "Spark jobs") from exc
     _prepare_environment()
     builder = SparkSession.builder.appName(app_name)
-    settings = dict(DEFAULT_CONF)
+    submitted = _submitted_properties()
+    settings = {key: value for key, value in DEFAULT_CONF.items() if key not in submitted}
     if master is not None:
         builder = builder.master(master)
         if master.startswith("local"):

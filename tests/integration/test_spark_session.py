@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from solaris_lib.sparkutil import DEFAULT_CONF
+
 pytestmark = [pytest.mark.integration]
+
+JOB = """
+import json, sys
+from solaris_lib.sparkutil import get_spark
+spark = get_spark("solaris-test-session")
+print("CONF " + json.dumps({key: spark.conf.get(key) for key in sys.argv[1:]}))
+spark.stop()
+"""
 
 
 def _compiles(spark) -> int:
@@ -39,3 +55,26 @@ def test_no_python_call_sites_are_recorded_and_analysis_errors_stay_specific(spa
     frame = spark.range(3).withColumn("doubled", F.col("id") * 2)
     with pytest.raises(AnalysisException, match="no_such_column"):
         frame.select(F.col("no_such_column") + 1).collect()
+
+
+@pytest.mark.slow
+def test_a_submitted_property_wins_over_the_sessions_default(tmp_path):
+    """A job's properties come from its submission (the ``spark_default`` connection's
+    ``conf``, the local master's ``sparkutil.local_conf``); :data:`DEFAULT_CONF` only fills
+    what the submission left unset."""
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    submitted = {"spark.sql.adaptive.enabled": "false",
+                 "spark.python.sql.dataFrameDebugging.enabled": "true"}
+    unset = "spark.sql.codegen.cache.maxEntries"
+    assert submitted.keys() <= DEFAULT_CONF.keys() and unset in DEFAULT_CONF
+    assert all(DEFAULT_CONF[key] != value for key, value in submitted.items())
+    command = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[1]",
+               "--conf", "spark.ui.enabled=false"]
+    for key, value in submitted.items():
+        command += ["--conf", f"{key}={value}"]
+    done = subprocess.run([*command, str(job), *submitted, unset], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("CONF "))
+    assert json.loads(line[5:]) == {**submitted, unset: DEFAULT_CONF[unset]}
