@@ -18,8 +18,11 @@ from solaris_lib.errors import MissingDependencyError
 
 log = logging.getLogger(__name__)
 
+# Every session, whatever its submission says: log hours and partitions are UTC.
+REQUIRED_CONF = {"spark.sql.session.timeZone": "UTC"}
+# Every session's defaults: a job's submission (spark-submit's --conf, e.g. the spark_default
+# connection's conf) may set any of them otherwise.
 DEFAULT_CONF = {
-    "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
@@ -112,7 +115,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     """Get or create the SparkSession for ``app_name``.
 
     ``master`` None means "whatever spark-submit configured" (the job case); pass one for
-    tests and CLI runs. :data:`DEFAULT_CONF` fills what the submission did not set. Local
+    tests and CLI runs. :data:`DEFAULT_CONF` fills what the submission did not set,
+    :data:`REQUIRED_CONF` always applies. Local
     masters get small shuffles, no UI and ``SOLARIS_SPARK_LOCAL_MEMORY`` (2g) of memory.
     """
     try:
@@ -123,6 +127,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     builder = SparkSession.builder.appName(app_name)
     submitted = _submitted_properties()
     settings = {key: value for key, value in DEFAULT_CONF.items() if key not in submitted}
+    settings.update(REQUIRED_CONF)
     if master is not None:
         builder = builder.master(master)
         if master.startswith("local"):

@@ -13,6 +13,7 @@ import pytest
 from solaris_lib.sparkutil import DEFAULT_CONF
 
 pytestmark = [pytest.mark.integration]
+ZONE = "spark.sql.session.timeZone"
 
 JOB = """
 import json, sys
@@ -31,13 +32,13 @@ def _compiles(spark) -> int:
 
 def test_compiled_query_code_outlives_more_distinct_queries_than_sparks_default(spark):
     """A run of the speculate stage generates ~400 distinct classes; Spark keeps 100 compiled by
-    default, so every repeated run compiled them all again. Here a query still runs compiled
-    after 150 other distinct ones."""
+    default (4 LRU segments of 25), so every repeated run compiled them all again. Here a query
+    still runs compiled after 250 other distinct ones."""
     def query(k: int) -> int:
         return spark.range(8, numPartitions=1).selectExpr(f"sum(id * {k} + {k + 1}) AS s").first().s
 
     assert query(7) == 7 * 28 + 8 * 8
-    for k in range(1000, 1150):  # each literal is generated into the code: a distinct class
+    for k in range(1000, 1250):  # each literal is generated into the code: a distinct class
         query(k)
     before = _compiles(spark)
     assert query(7) == 7 * 28 + 8 * 8
@@ -47,11 +48,12 @@ def test_compiled_query_code_outlives_more_distinct_queries_than_sparks_default(
 def test_no_python_call_sites_are_recorded_and_analysis_errors_stay_specific(spark):
     """Recording each Column call's Python call site costs ~1 ms of JVM round trips per call;
     sessions leave it off, and an analysis error still names the missing column."""
-    from pyspark.errors import AnalysisException
-    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.errors import AnalysisException, utils
     from pyspark.sql import functions as F
 
-    assert not is_debugging_enabled()
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    utils._enable_debugging_cache = None  # PySpark caches the session's answer per process
+    assert not utils.is_debugging_enabled()
     frame = spark.range(3).withColumn("doubled", F.col("id") * 2)
     with pytest.raises(AnalysisException, match="no_such_column"):
         frame.select(F.col("no_such_column") + 1).collect()
@@ -61,7 +63,7 @@ def test_no_python_call_sites_are_recorded_and_analysis_errors_stay_specific(spa
 def test_a_submitted_property_wins_over_the_sessions_default(tmp_path):
     """A job's properties come from its submission (the ``spark_default`` connection's
     ``conf``, the local master's ``sparkutil.local_conf``); :data:`DEFAULT_CONF` only fills
-    what the submission left unset."""
+    what the submission left unset; the session's time zone is UTC whatever it says."""
     job = tmp_path / "job.py"
     job.write_text(JOB)
     submitted = {"spark.sql.adaptive.enabled": "false",
@@ -71,10 +73,11 @@ def test_a_submitted_property_wins_over_the_sessions_default(tmp_path):
     assert all(DEFAULT_CONF[key] != value for key, value in submitted.items())
     command = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[1]",
                "--conf", "spark.ui.enabled=false"]
-    for key, value in submitted.items():
+    for key, value in {**submitted, ZONE: "America/New_York"}.items():
         command += ["--conf", f"{key}={value}"]
-    done = subprocess.run([*command, str(job), *submitted, unset], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    done = subprocess.run([*command, str(job), *submitted, unset, ZONE], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("CONF "))
-    assert json.loads(line[5:]) == {**submitted, unset: DEFAULT_CONF[unset]}
+    assert json.loads(line[5:]) == {**submitted, unset: DEFAULT_CONF[unset], ZONE: "UTC"}
