@@ -104,6 +104,24 @@ def test_short_queries_and_audiences_match_numpy(mined):
     assert not np.allclose(queries[0], _expected_queries(rows)[0][0], atol=1e-3)  # not recent_sim's
 
 
+def test_an_item_whose_users_have_no_short_query_has_no_audience(mined):
+    """User 99 was scored only on item 999, which has no ALS factor: 99 gets no short query,
+    so 999's audience is a mean over no vector. It is left out, not a null vector."""
+    from pyspark.sql import functions as F
+
+    mined, rows = mined
+    extra = (mined.pair_stats.where("user_id = 0").limit(1)
+             .withColumn("user_id", F.lit(99).cast("long"))
+             .withColumn("item_id", F.lit(999).cast("long")))
+    odd = Mined(mined.asof, mined.pair_stats.unionByName(extra), mined.item_stats,
+                mined.user_stats, mined.cooccurrence, mined.user_factors, mined.item_factors)
+    queries, audiences = short_interest(odd)
+    assert 99 not in {r.user_id for r in queries.collect()}
+    got = {r.item_id: r.factor for r in audiences.collect()}
+    assert set(got) == set(_expected_short(rows)[1])  # 999 not among them
+    assert all(factor is not None for factor in got.values())
+
+
 def test_choice_short_queries_are_the_short_mean_in_choice_space(spark, mined):
     mined, rows = mined
     rng = np.random.default_rng(13)
