@@ -36,7 +36,8 @@ DEFAULT_CONF = {
     "spark.sql.codegen.cache.maxEntries": "2000",
     # PySpark records the Python call site of every Column and function call for the
     # "== DataFrame ==" part of analysis errors: five JVM round trips and a Python stack walk
-    # each (F.col ~1 ms). Off, a speculate run on the tests' world takes 9.3 s instead of 10.9;
+    # each (F.col ~1 ms). Off, a repeated speculate run on the tests' world in one session takes
+    # 9.3 s instead of 10.9;
     # an analysis error still names what failed (its Python traceback points at the action).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
@@ -84,11 +85,16 @@ def local_conf(master: str) -> dict[str, str]:
             "spark.default.parallelism": tasks}
 
 
+def _under_spark_submit() -> bool:
+    """Whether this Python was started by spark-submit (its JVM left the gateway's port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def _prepare_environment() -> None:
     """Executors must run this interpreter (the venv), Spark binds to loopback locally, and
     a driver JVM this process starts maps the installation's class archive (``sparkcds``).
-    Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the JVM runs already: nothing to add."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    Under spark-submit the JVM runs already: nothing to add."""
+    if not _under_spark_submit():
         from solaris_lib import sparkcds
 
         sparkcds.use()
@@ -103,7 +109,7 @@ def _prepare_environment() -> None:
 def _submitted_properties() -> set[str]:
     """Names of the properties the launching spark-submit holds (its ``--conf``, e.g. the
     ``spark_default`` connection's, and ``spark-defaults.conf``); empty outside spark-submit."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if not _under_spark_submit():
         return set()
     from pyspark import SparkConf, SparkContext
 

@@ -5,7 +5,7 @@ the settings its driver and executors need, from the ``spark_default`` connectio
 
 Where properties come from, later sources winning:
 
-1. :data:`BASE_CONF` for every master (UTC sessions);
+1. :data:`solaris_lib.sparkutil.REQUIRED_CONF` for every master (UTC sessions);
 2. for ``local[N]`` masters only, what in-process local sessions get
    (:func:`solaris_lib.sparkutil.local_conf`: no UI, two shuffle partitions and tasks per core);
 3. the connection's ``extra["conf"]``: the cluster's own properties (executor sizes, images,
@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from solaris_lib.sparkutil import local_conf
+from solaris_lib.sparkutil import REQUIRED_CONF, local_conf
 
-BASE_CONF = {"spark.sql.session.timeZone": "UTC"}
 SETTINGS_PROPERTY = "spark.solaris.settings"
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 RUNNER_JAR = Path(__file__).resolve().parents[1] / "jobs" / "python-runner.jar"
@@ -108,7 +107,7 @@ def split_settings(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 def submit_conf(target: SparkTarget, settings_env: Mapping[str, str]) -> dict[str, str]:
     """The Spark properties of one job on ``target`` (module docstring for the order)."""
-    conf = dict(BASE_CONF)
+    conf = dict(REQUIRED_CONF)
     if target.manager == "local":
         conf.update(local_conf(target.master))
     conf.update(target.conf)
