@@ -2,11 +2,19 @@
 
 Writers publish a folder atomically: they write into a hidden sibling and rename it into place,
 so a reader sees either the previous complete folder or the new complete one, never a partial.
+On a local Linux filesystem a replaced folder is exchanged with its successor in one rename
+(``renameat2`` with ``RENAME_EXCHANGE``), so a reader never finds it missing either; elsewhere
+(object stores, HDFS, filesystems without the exchange) the previous folder is moved aside first,
+and for that moment the path holds nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import logging
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,11 +116,39 @@ def atomic_folder(final: str) -> Iterator[str]:
         raise
     previous = None
     if fs.get_file_info(inner).type != pafs.FileType.NotFound:
+        if _exchange(fs, staging, inner):
+            fs.delete_dir(staging)  # it now holds the previous folder
+            return
         previous = f"{parent}/.{name}.previous-{uuid.uuid4().hex[:8]}"
         fs.move(inner, previous)
     fs.move(staging, inner)
     if previous is not None:
         fs.delete_dir(previous)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV)
+
+
+def _exchange(fs: pafs.FileSystem, first: str, second: str) -> bool:
+    """Swap the local folders ``first`` and ``second`` in one atomic rename (Linux
+    ``renameat2(RENAME_EXCHANGE)``). False, having changed nothing, where that is not available
+    (another filesystem or OS, an old C library, a filesystem that refuses it)."""
+    if not isinstance(fs, pafs.LocalFileSystem) or not sys.platform.startswith("linux"):
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
+                 _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), second)
 
 
 def remove_folder(folder: str) -> bool:
