@@ -9,6 +9,8 @@ Inputs, next to an interval's exact embeddings (written by ``solaris_lib.model.f
 * ``embeddings/item_clusters/interval=KEY``: ``item_id`` int64, ``cluster_id`` int32: read on
   the driver (:func:`read_item_clusters`) and written as the strings ``P:h:<version>:items:<k>``
   (:func:`format.pack_item_clusters`);
+* optionally ``_CLUSTERING`` in the cluster table's folder: the digest of the item table its
+  rows were embedded for (:func:`clustering_mismatch`: another digest skips the level);
 * optionally ``embeddings/item_prior/interval=KEY``: ``item_id`` int64, ``model_version``
   string, ``embedding`` binary (``dim`` fp16): the FM's embedding of (empty history, item) per
   live item, read on the driver (:func:`read_item_priors`) and written as the strings
@@ -43,9 +45,10 @@ from solaris_lib.cache.format import (
 from solaris_lib.cache.memory import string_key_bytes
 from solaris_lib.cache.pairs import fixed_width_values, non_finite_fp16
 from solaris_lib.cache.rows import CLUSTER, Survey
+from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters
 from solaris_lib.intervals import Interval
-from solaris_lib.layout import EMBEDDINGS, ITEM_CLUSTERS, ITEM_PRIORS, DataLayout
-from solaris_lib.storage import filesystem, is_complete, list_files
+from solaris_lib.layout import EMBEDDINGS, ITEM_CLUSTERS, ITEM_PRIORS, DataLayout, join
+from solaris_lib.storage import exists, filesystem, is_complete, list_files, read_text
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +128,7 @@ class ItemTables:
     def digest(self, cluster_rows: Survey) -> str:
         """The level's part of the version id: the cluster rows' digest, then the BLAKE2b-64
         of the item table's packed bytes and (with the ITEM level) of the prior chunks."""
-        table = np.asarray(self.item_ids, "<i8").tobytes() + np.asarray(
-            self.cluster_ids, "<i4").tobytes()
-        out = cluster_rows.digest + hashlib.blake2b(table, digest_size=8).hexdigest()
+        out = cluster_rows.digest + ItemClusters(self.item_ids, self.cluster_ids).digest()
         priors = b"".join(self.prior_chunks())
         return out + (hashlib.blake2b(priors, digest_size=8).hexdigest() if priors else "")
 
@@ -164,6 +165,24 @@ def read_item_clusters(path: str) -> ItemTables:
         ("bad_item_cluster", table.num_rows - good.num_rows),
         ("duplicate_item", int(len(items) - first.sum()))) if count}
     return ItemTables(items[first], clusters[first], dropped)
+
+
+def clustering_mismatch(cluster_path: str, items: ItemTables) -> str | None:
+    """Why the cluster table at ``cluster_path`` cannot be served beside the item table
+    ``items`` (None: it can). The infer job records in the cluster table the digest of the item
+    -> cluster table its rows were embedded for (:data:`CLUSTERING_MARKER`); another digest
+    means a run replaced one table and not the other, and its cluster ids name other items. A
+    table without the record (written by another tool) is served as it is."""
+    marker = join(cluster_path, CLUSTERING_MARKER)
+    if not exists(marker):
+        return None
+    recorded = read_text(marker).strip()
+    current = ItemClusters(items.item_ids, items.cluster_ids).digest()
+    if recorded == current:
+        return None
+    return (f"{cluster_path} was embedded for the item clusters {recorded}, but the item table "
+            f"holds {current} (a run replaced one table and not the other): rerun the "
+            "interval's infer task")
 
 
 def read_item_priors(level: ItemTables, path: str, model_version: str, dim: int) -> None:

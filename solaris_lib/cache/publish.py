@@ -65,6 +65,7 @@ from solaris_lib.cache.fallback import (
     FallbackTables,
     ItemTables,
     chunk_bytes,
+    clustering_mismatch,
     find_tables,
     read_item_clusters,
     read_item_priors,
@@ -198,6 +199,10 @@ class _Run:
         path = tables.paths[CLUSTER.folder]
         rows = interpret(merged.groups, path, chosen=(found.model_version, 2 * found.dim))
         items = read_item_clusters(tables.paths[ITEM_CLUSTERS])
+        stale = clustering_mismatch(path, items)
+        if stale is not None:
+            log.warning("fallback level skipped: %s", stale)
+            return None
         if is_complete(tables.prior_path):
             read_item_priors(items, tables.prior_path, found.model_version, found.dim)
         items.dropped = {**rows.refused, **items.dropped}

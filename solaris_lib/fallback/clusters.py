@@ -17,6 +17,7 @@ representative, not the mean of the user's exact embeddings in the cluster: it e
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ from solaris_lib.errors import EmptyInputError
 from solaris_lib.fallback.levels import NO_CLUSTER
 
 log = logging.getLogger(__name__)
+
+# written beside the cluster table: the digest of the item -> cluster table it was embedded for
+CLUSTERING_MARKER = "_CLUSTERING"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,14 @@ class ItemClusters:
         pos = np.minimum(np.searchsorted(self.item_ids, items), len(self.item_ids) - 1)
         found = self.item_ids[pos] == items
         return np.where(found, self.cluster_ids[pos], NO_CLUSTER).astype(np.int64)
+
+    def digest(self) -> str:
+        """BLAKE2b-64 (16 hex digits) of the item ids (``<i8``) then the cluster ids (``<i4``):
+        names one clustering. The cluster table records the one its rows were embedded for
+        (:data:`CLUSTERING_MARKER`), so a cluster id never meets another clustering's items."""
+        table = (np.asarray(self.item_ids, "<i8").tobytes()
+                 + np.asarray(self.cluster_ids, "<i4").tobytes())
+        return hashlib.blake2b(table, digest_size=8).hexdigest()
 
     def fields(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(cluster of each item (n,), distinct clusters (k,) sorted, none negative)``."""

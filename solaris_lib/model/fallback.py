@@ -1,8 +1,12 @@
 """The fallback levels' embeddings of one interval, by the batch-inference UDF (Spark).
 
 Run by ``jobs/infer_embeddings.py`` after the exact embeddings, with the same model version and
-as of the same time (``interval.end``). Writes, each atomically with ``_SUCCESS``, under
-``embeddings/<table>/interval=KEY`` (:mod:`solaris_lib.layout`):
+as of the same time (``interval.end``). Every embedding is computed before any table is
+replaced; when the non-finite ones exceed the exact path's ``max_non_finite_share`` none is.
+Then writes, each atomically with ``_SUCCESS``, under ``embeddings/<table>/interval=KEY``
+(:mod:`solaris_lib.layout`); the cluster table records the digest of the item table it was
+embedded for (``_CLUSTERING``): the publisher skips a level whose two tables disagree (a run
+that failed between its writes).
 
 ===================== ==========================================================================
 ``cluster``           ``user_id`` int64, ``cluster_id`` int32, ``model_version`` string,
@@ -23,7 +27,7 @@ import logging
 
 import numpy as np
 
-from solaris_lib.fallback.clusters import ItemClusters, build_item_clusters
+from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters, build_item_clusters
 from solaris_lib.layout import (
     CLUSTER_EMBEDDINGS,
     EMBEDDINGS,
@@ -80,8 +84,8 @@ def _history(spark, hist_path: str):
 
 
 def _cluster_embeddings(spark, embed, hist_path: str, users_df, representatives: np.ndarray):
-    """DataFrame (user_id, cluster_id, model_version, embedding): each user of ``users_df``
-    with each cluster's representative item."""
+    """DataFrame (user_id, cluster_id, model_version, embedding, finite): each user of
+    ``users_df`` with each cluster's representative item."""
     from pyspark.sql import functions as F
 
     reps = [int(r) for r in representatives]
@@ -89,16 +93,13 @@ def _cluster_embeddings(spark, embed, hist_path: str, users_df, representatives:
                                    "item_id long, cluster_id int")
     grouped = users_df.select("user_id", F.array(*[F.lit(r) for r in reps]).cast(
         "array<bigint>").alias("item_ids")).join(_history(spark, hist_path), "user_id", "left")
-    out = embed.over(grouped).filter(F.col("finite"))
-    return out.join(F.broadcast(rep_df), "item_id").select(
-        "user_id", "cluster_id", "model_version", "embedding")
+    return embed.over(grouped).join(F.broadcast(rep_df), "item_id").select(
+        "user_id", "cluster_id", "model_version", "embedding", "finite")
 
 
 def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
-    """DataFrame (item_id, model_version, embedding): pseudo-users without a history row (the
-    left join gives them the empty history) with every item."""
-    from pyspark.sql import functions as F
-
+    """DataFrame (item_id, model_version, embedding, finite): pseudo-users without a history
+    row (the left join gives them the empty history) with every item."""
     users = prior_users(items)
     cuts = np.flatnonzero(np.diff(users)) + 1
     rows = [(int(part_users[0]), part_items.tolist())
@@ -106,14 +107,13 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
                                               strict=True) if len(part_users)]
     pseudo = spark.createDataFrame(rows, "user_id long, item_ids array<bigint>")
     grouped = pseudo.join(_history(spark, hist_path), "user_id", "left")
-    out = embed.over(grouped).filter(F.col("finite"))
-    return out.select("item_id", "model_version", "embedding")
+    return embed.over(grouped).select("item_id", "model_version", "embedding", "finite")
 
 
 def infer_cluster_embeddings(spark, settings, interval, model_version: str | None = None, *,
                              k: int = 32, buckets: int = 4, seed: int = 7,
                              batch_users: int = 256, threads: int = 1,
-                             priors: bool = True) -> dict:
+                             priors: bool = True, max_non_finite_share: float = 0.001) -> dict:
     """Write the interval's ``item_clusters``, ``cluster`` and (with ``priors``) ``item_prior``
     tables with ``model_version`` (None: the serving version), as of ``interval.end``.
 
@@ -122,12 +122,13 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     run read (the newest fitted on logs up to its end when that run recorded none).
     Returns counts: ``users``, ``clusters``, ``items``, ``rows_written``, ``item_priors``,
     ``model_version``, and ``non_finite`` / ``prior_non_finite``: the embeddings that were inf
-    or nan, not written (logged).
+    or nan, not written (logged). More than ``max_non_finite_share`` of either table's raise
+    :class:`~solaris_lib.model.inference.NonFiniteOutputError` before any table is replaced.
     """
     from solaris_lib.model import artefact
-    from solaris_lib.model.inference import ROWS_PER_FILE, EmbedBatches
+    from solaris_lib.model.inference import ROWS_PER_FILE, EmbedBatches, finite_counts
     from solaris_lib.model.train import MODEL_NAME
-    from solaris_lib.speculation.io import read_partition, write_partition
+    from solaris_lib.speculation.io import read_partition
 
     layout = DataLayout.from_settings(settings)
     users_df = read_partition(spark, layout.output(SPECULATED, interval)).select(
@@ -136,42 +137,62 @@ def infer_cluster_embeddings(spark, settings, interval, model_version: str | Non
     read_partition(spark, hist_path)  # fails clearly when missing
     clusters, representatives = item_clusters_of(spark, layout, interval, k=k, buckets=buckets,
                                                  seed=seed)
-    items_df = spark.createDataFrame(
-        [(int(i), int(c)) for i, c in zip(clusters.item_ids, clusters.cluster_ids, strict=True)],
-        "item_id long, cluster_id int")
-    n_items = write_partition(items_df, layout.output(EMBEDDINGS, interval, ITEM_CLUSTERS),
-                              ["item_id"])
     folder, version = artefact.resolve(layout.model(MODEL_NAME), model_version)
     factories = settings.allowed_model_factories
     artefact.check_factory(folder, factories)
     embed = EmbedBatches(folder, version, int(interval.end.timestamp() * 1_000_000),
                          batch_users, threads, factories)
     users = int(users_df.count())
-    # persisted: with several files the range partitioning samples its input first, which
-    # would run the model twice
-    out = _cluster_embeddings(spark, embed, hist_path, users_df, representatives).persist()
-    files = max(1, -(-users * len(representatives) // ROWS_PER_FILE))  # users x k rows
-    try:
-        rows = write_partition(out, layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS),
-                               ["user_id", "cluster_id"], partitions=files)
-    finally:
-        out.unpersist()
-    n_priors = 0
+    # persisted: counted, then written (the range partitioning of several files samples its
+    # input first): the model runs once
+    tables = {CLUSTER_EMBEDDINGS: _cluster_embeddings(spark, embed, hist_path, users_df,
+                                                      representatives).persist()}
     if priors:
-        prior = _prior_embeddings(spark, embed, hist_path, clusters.item_ids)
-        n_priors = write_partition(prior, layout.output(EMBEDDINGS, interval, ITEM_PRIORS),
-                                   ["item_id"])
-    report = {"users": users, "clusters": len(representatives), "items": n_items,
-              "rows_written": rows, "item_priors": n_priors, "model_version": version,
-              # each user meets each representative once, each clustered item gets one prior
-              "non_finite": users * len(representatives) - rows,
-              "prior_non_finite": len(clusters.item_ids) - n_priors if priors else 0}
+        tables[ITEM_PRIORS] = _prior_embeddings(spark, embed, hist_path,
+                                                clusters.item_ids).persist()
+    try:
+        bad = {name: finite_counts(frame, max_non_finite_share,
+                                   layout.output(EMBEDDINGS, interval, name))[1]
+               for name, frame in tables.items()}
+        written = _write_level(spark, layout, interval, clusters, tables,
+                               files=max(1, -(-users * len(representatives) // ROWS_PER_FILE)))
+    finally:
+        for frame in tables.values():
+            frame.unpersist()
+    report = {"users": users, "clusters": len(representatives),
+              "items": written[ITEM_CLUSTERS], "rows_written": written[CLUSTER_EMBEDDINGS],
+              "item_priors": written.get(ITEM_PRIORS, 0), "model_version": version,
+              "non_finite": bad[CLUSTER_EMBEDDINGS], "prior_non_finite": bad.get(ITEM_PRIORS, 0)}
     if report["non_finite"] or report["prior_non_finite"]:
         log.warning("fallback level of %s: %d cluster and %d prior embeddings were inf or nan "
                     "and are not written", interval.key, report["non_finite"],
                     report["prior_non_finite"])
     log.info("cluster embeddings of %s: %s", interval.key, report)
     return report
+
+
+def _write_level(spark, layout: DataLayout, interval, clusters: ItemClusters, tables: dict,
+                 files: int) -> dict[str, int]:
+    """Replace the level's tables (the item table, then ``tables``' finite rows); returns the
+    rows written per table. The cluster table records the item table's digest."""
+    from pyspark.sql import functions as F
+
+    from solaris_lib.speculation.io import write_partition
+
+    items_df = spark.createDataFrame(
+        [(int(i), int(c)) for i, c in zip(clusters.item_ids, clusters.cluster_ids, strict=True)],
+        "item_id long, cluster_id int")
+    written = {ITEM_CLUSTERS: write_partition(
+        items_df, layout.output(EMBEDDINGS, interval, ITEM_CLUSTERS), ["item_id"])}
+    written[CLUSTER_EMBEDDINGS] = write_partition(
+        tables[CLUSTER_EMBEDDINGS].filter(F.col("finite")).drop("finite"),
+        layout.output(EMBEDDINGS, interval, CLUSTER_EMBEDDINGS), ["user_id", "cluster_id"],
+        partitions=files, markers={CLUSTERING_MARKER: clusters.digest()})
+    if ITEM_PRIORS in tables:
+        written[ITEM_PRIORS] = write_partition(
+            tables[ITEM_PRIORS].filter(F.col("finite")).drop("finite"),
+            layout.output(EMBEDDINGS, interval, ITEM_PRIORS), ["item_id"])
+    return written
 
 
 def embed_interval(spark, settings, request) -> dict:
@@ -181,13 +202,16 @@ def embed_interval(spark, settings, request) -> dict:
     from solaris_lib.model.inference import run_inference
 
     report = run_inference(spark, settings, request)
-    fallback = embed_fallback_level(spark, settings, request.interval, report.model_version)
+    fallback = embed_fallback_level(spark, settings, request.interval, report.model_version,
+                                    request.max_non_finite_share)
     return {**report.as_dict(), "fallback": fallback}
 
 
-def embed_fallback_level(spark, settings, interval, model_version: str) -> dict | None:
+def embed_fallback_level(spark, settings, interval, model_version: str,
+                         max_non_finite_share: float = 0.001) -> dict | None:
     """The fallback levels' tables of ``interval`` with ``model_version``, ``k`` =
-    ``settings.fallback_clusters`` (0: none, returns None).
+    ``settings.fallback_clusters`` (0: none, returns None), refused as the exact embeddings are
+    beyond ``max_non_finite_share`` non-finite ones (:func:`infer_cluster_embeddings`).
 
     The levels are optional: without the mined item statistics they need (the job run on its
     own, outside the pipeline), or with nothing to cluster, they are skipped with a warning and
@@ -206,7 +230,8 @@ def embed_fallback_level(spark, settings, interval, model_version: str) -> dict 
     if reason is None:
         try:
             return infer_cluster_embeddings(spark, settings, interval, model_version,
-                                            k=settings.fallback_clusters)
+                                            k=settings.fallback_clusters,
+                                            max_non_finite_share=max_non_finite_share)
         except (EmptyInputError, MissingDependencyError) as exc:
             reason = str(exc)
     log.warning("hierarchical fallback skipped: %s", reason)

@@ -239,19 +239,28 @@ def _user_counts(users) -> tuple[int, int]:
     return int(row["n"]), int(row["none"] or 0)
 
 
+def finite_counts(out, limit: float, target: str) -> tuple[int, int]:
+    """(finite, non-finite) rows of ``out`` (its ``finite`` column; one job).
+
+    Raises :class:`NonFiniteOutputError` when the non-finite rows are more than ``limit`` of all
+    (``target``: what is then not written); logs them otherwise."""
+    counts = out.groupBy("finite").count().collect()
+    by_flag = {row["finite"]: row["count"] for row in counts}
+    good, bad = by_flag.get(True, 0), by_flag.get(False, 0)
+    if bad and bad > limit * (good + bad):
+        raise NonFiniteOutputError(
+            f"{bad} of {good + bad} embeddings are NaN or infinite (limit {limit:.2%}); nothing "
+            f"written to {target}. Check the model")
+    if bad:
+        log.warning("rejected %d non-finite embeddings (of %d) for %s", bad, good + bad, target)
+    return good, bad
+
+
 def _write(out, final: str, request: InferRequest) -> tuple[int, int]:
     """Write the finite rows of ``out`` to ``final`` atomically: (rows written, rejected)."""
     from pyspark.sql import functions as F
 
-    counts = out.groupBy("finite").count().collect()
-    by_flag = {row["finite"]: row["count"] for row in counts}
-    good, bad = by_flag.get(True, 0), by_flag.get(False, 0)
-    if bad and bad > request.max_non_finite_share * (good + bad):
-        raise NonFiniteOutputError(
-            f"{bad} of {good + bad} embeddings are NaN or infinite (limit "
-            f"{request.max_non_finite_share:.2%}); nothing written to {final}. Check the model")
-    if bad:
-        log.warning("rejected %d non-finite embeddings (of %d)", bad, good + bad)
+    good, bad = finite_counts(out, request.max_non_finite_share, final)
     files = max(1, -(-good // ROWS_PER_FILE))
     rows = (out.filter(F.col("finite")).drop("finite").repartition(files, "user_id")
             .sortWithinPartitions("user_id", "item_id"))

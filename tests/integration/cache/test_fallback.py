@@ -14,8 +14,9 @@ from solaris_lib.cache.format import RETAINED_TTL_S, unpack_item_clusters, unpac
 from solaris_lib.cache.publish import PublishConfig, publish
 from solaris_lib.client import SolarisClient
 from solaris_lib.fallback import Level
+from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters
 from solaris_lib.layout import EMBEDDINGS, DataLayout
-from solaris_lib.storage import atomic_folder
+from solaris_lib.storage import atomic_folder, write_text
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.cachespec import bucket
 from tests.integration.cache.conftest import INTERVAL, write_embeddings
@@ -163,6 +164,31 @@ def test_without_both_tables_the_publish_is_as_before(spark, settings_for, redis
     write_world(settings)  # now both tables: a new version with the level
     full = publish(spark, settings, INTERVAL, PublishConfig(force=True))
     assert full.version != plain.version and full.served_version == full.version
+    assert r.hget(f"{key_prefix}:m:{full.version}", "fallback") == b"cluster"
+
+
+def test_a_cluster_table_embedded_for_another_clustering_is_not_served(spark, settings_for,
+                                                                       redis_url, key_prefix):
+    """The cluster table records the item table it was embedded for (the infer job's
+    ``_CLUSTERING``): beside another item table (a run that failed between its two writes) its
+    cluster ids name other items, so the level is left out; with the matching record it is
+    served."""
+    settings = settings_for(redis_url)
+    write_world(settings)
+    cluster_path = DataLayout.from_settings(settings).output(EMBEDDINGS, INTERVAL, "cluster")
+    items = np.array([i for i in ITEMS if cluster_of(i) >= 0], np.int64)
+    clusters = np.array([cluster_of(i) for i in items], np.int32)
+    write_text(f"{cluster_path}/{CLUSTERING_MARKER}", ItemClusters(items, (clusters + 1) % 5)
+               .digest())
+    stale = publish(spark, settings, INTERVAL, PublishConfig())
+    r = redis.Redis.from_url(redis_url)
+    assert stale.cluster_pairs == 0 and r.hget(f"{key_prefix}:m:{stale.version}", "fallback") is None
+    with SolarisClient.from_url(redis_url, key_prefix=key_prefix,
+                                timeout_ms=TEST_TIMEOUT_MS) as client:
+        assert client.lookup(1, [EXACT[1][0], 100]).level.tolist() == [Level.EXACT, Level.MISS]
+    write_text(f"{cluster_path}/{CLUSTERING_MARKER}", ItemClusters(items, clusters).digest())
+    full = publish(spark, settings, INTERVAL, PublishConfig(force=True))
+    assert (full.cluster_pairs, full.served_version) == (16, full.version)
     assert r.hget(f"{key_prefix}:m:{full.version}", "fallback") == b"cluster"
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +14,7 @@ pytest.importorskip("torch")
 
 from solaris_lib.cache.format import Codec  # noqa: E402
 from solaris_lib.config import load_settings  # noqa: E402
-from solaris_lib.layout import EMBEDDINGS, DataLayout  # noqa: E402
+from solaris_lib.layout import EMBEDDINGS, MINED, DataLayout  # noqa: E402
 from solaris_lib.model import artefact  # noqa: E402
 from solaris_lib.model.examples import EventLists  # noqa: E402
 from solaris_lib.model.inference import (  # noqa: E402
@@ -23,7 +26,12 @@ from solaris_lib.model.inference import (  # noqa: E402
 from solaris_lib.model.online import FoundationEmbedder  # noqa: E402
 from solaris_lib.model.train import TrainRequest, run_training  # noqa: E402
 from solaris_lib.storage import is_complete, list_files  # noqa: E402
-from tests.integration.model.conftest import INFER, UNKNOWN_USER, WINDOW  # noqa: E402
+from tests.integration.model.conftest import (  # noqa: E402
+    INFER,
+    UNKNOWN_USER,
+    WINDOW,
+    write_partition,
+)
 from tests.nan_model import write_nan_copy  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -88,6 +96,43 @@ def test_nan_model_writes_nothing(spark, served):
     assert caught.value.exit_code == 5
     after = _read(out_path) if is_complete(out_path) else None
     assert (before is None and after is None) or before.equals(after)
+
+
+def _files(folder: str) -> dict[str, bytes]:
+    """{name: bytes} of every file of a partition folder (markers included)."""
+    return {name: (Path(folder) / name).read_bytes() for name in sorted(os.listdir(folder))}
+
+
+def test_the_fallback_level_is_replaced_whole_or_not_at_all(spark, served):
+    """The level's tables record the clustering the cluster rows were embedded for; a model
+    whose embeddings are NaN fails with the exact path's error before any table is replaced."""
+    from solaris_lib.cache.fallback import clustering_mismatch, read_item_clusters
+    from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters
+    from solaris_lib.model.fallback import infer_cluster_embeddings
+
+    settings, pairs, _, _ = served
+    layout = DataLayout.from_settings(settings)
+    items = np.unique(pairs["item_id"].to_numpy())
+    write_partition(layout.output(MINED, INFER, "item_stats"), pa.table({
+        "item_id": pa.array(items, pa.int64()),
+        "popularity": pa.array(np.arange(len(items)) % 7 + 1, pa.int64())}))
+    report = infer_cluster_embeddings(spark, settings, INFER, k=4, buckets=3)
+    paths = {name: layout.output(EMBEDDINGS, INFER, name)
+             for name in ("item_clusters", "cluster", "item_prior")}
+    assert report["clusters"] == 3 and report["non_finite"] == report["prior_non_finite"] == 0
+    assert report["rows_written"] == report["users"] * 3 > 0
+    assert report["items"] == report["item_priors"] == len(items)
+    table = read_item_clusters(paths["item_clusters"])
+    assert table.item_ids.tolist() == items.tolist()
+    recorded = _files(paths["cluster"])[CLUSTERING_MARKER].decode()
+    assert recorded == ItemClusters(table.item_ids, table.cluster_ids).digest()
+    assert clustering_mismatch(paths["cluster"], table) is None
+    before = {name: _files(path) for name, path in paths.items()}
+    write_nan_copy(f"{settings.models_root}/foundation", "nan-fallback")
+    with pytest.raises(NonFiniteOutputError, match="NaN or infinite") as caught:
+        infer_cluster_embeddings(spark, settings, INFER, "nan-fallback", k=4, buckets=3)
+    assert caught.value.exit_code == 5
+    assert {name: _files(path) for name, path in paths.items()} == before
 
 
 def test_missing_partition_is_a_clear_error(spark, served):
