@@ -162,6 +162,11 @@ class CacheServer:
         return {name: str(info.get("maxmemory_policy", "unknown"))
                 for name, info in self._info("memory").items()}
 
+    def keys_per_master(self) -> dict[str, int]:
+        """Keys of every database of each master (``INFO keyspace``): what a retain pass scans."""
+        return {name: sum(int(db.get("keys", 0)) for db in info.values() if isinstance(db, dict))
+                for name, info in self._info("keyspace").items()}
+
     def evicted_keys(self) -> int:
         """Keys evicted so far, summed over the masters (``INFO stats``)."""
         return sum(int(info.get("evicted_keys", 0)) for info in self._info("stats").values())

@@ -156,6 +156,34 @@ def test_a_version_whose_ttl_ran_out_during_its_write_is_not_switched_to(
     assert redis.Redis.from_url(redis_url).get(f"{key_prefix}:alias") is None
 
 
+def test_a_version_is_not_switched_to_when_the_retain_pass_may_outlast_its_ttl(
+        spark, settings_for, redis_url, key_prefix, monkeypatch):
+    """100 s of TTL left is above the 60 s floor, but not when the retain pass after the switch
+    (at a tenth of a key a second here) may take longer to reach the version's last key."""
+    settings = settings_for(redis_url)
+    write_embeddings(settings, embeddings_table(users=5, per_user=4))
+
+    class Later:  # the publisher's clock, 3,500 s on: 100 s of the 3,600 s TTL left
+        perf_counter = staticmethod(time.perf_counter)
+
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() + 3500
+
+    def slow(phase: str) -> None:
+        if phase == "switch":
+            monkeypatch.setattr(publish_module, "time", Later)
+
+    monkeypatch.setattr(publish_module, "RETAIN_KEYS_PER_S", 0.1)  # the version has >= 10 keys
+    with pytest.raises(PublishError,
+                       match=r"\(3600 s, 9\d s left, \d+ s needed with the retain pass"):
+        publish(spark, settings, INTERVAL, PublishConfig(ttl_s=3600), on_phase=slow)
+    assert redis.Redis.from_url(redis_url).get(f"{key_prefix}:alias") is None
+    monkeypatch.setattr(publish_module, "RETAIN_KEYS_PER_S", 10**9)
+    report = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=3600), on_phase=slow)
+    assert report.served_version == report.version
+
+
 def _bad_rows(dim):
     good = np.full(dim, 0.25, "<f2").tobytes()
     nan = np.array([np.nan] + [0.0] * (dim - 1), "<f2").tobytes()
