@@ -1,7 +1,9 @@
 """A job run's report folder, ``<data root>/reports/<job>/interval=KEY/``: the report
 (``report.json``) and the run's whole interval (``interval.json``). Partitions are keyed by the
 interval's start alone, so a run at a start that a run of another length already used would
-replace that run's tables; :func:`refuse_another_length` stops it first. Used by the job runner
+replace that run's tables; :func:`refuse_another_length` stops it first, and
+:func:`claim_interval` records a run's interval before it writes anything, so the partitions of
+a run that failed midway are protected as well. Used by the job runner
 (:mod:`solaris_lib.orchestration.jobrunner`), the DAG's operators (:func:`read_report`) and the
 commands that write the same partitions outside the runner (``solaris infer-embeddings``,
 ``solaris publish-cache``: :func:`recorded_run`)."""
@@ -42,19 +44,33 @@ def write_report(settings: SolarisSettings, job_name: str, interval: Interval, r
 def recorded_run(settings: SolarisSettings, job_name: str, interval: Interval,
                  run: Callable[[], Any]) -> str:
     """``run()`` as a run of the job ``job_name`` for ``interval``, for the commands that write
-    its partitions outside the job runner: refused first as the job would be
-    (:func:`refuse_another_length`), its report and interval recorded after it as the runner
-    records them (:func:`write_report`), so that a later run of another length beside it is
-    refused too. Returns the report's JSON text."""
-    refuse_another_length(settings, job_name, interval)
+    its partitions outside the job runner: refused and claimed first as the job would be
+    (:func:`claim_interval`), its report recorded after it as the runner records it
+    (:func:`write_report`), so that a later run of another length beside it is refused too.
+    Returns the report's JSON text."""
+    claim_interval(settings, job_name, interval)
     return write_report(settings, job_name, interval, run())
+
+
+def claim_interval(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
+    """Refuse ``interval`` beside another length's partitions (:func:`refuse_another_length`),
+    then, when no run of its start is recorded yet, record it before the run writes anything:
+    the report folder then holds the interval and no report until :func:`write_report`
+    replaces it. A run that fails after writing some partitions leaves the claim, so a run of
+    another length is refused beside them too; a rerun of the same interval goes on."""
+    refuse_another_length(settings, job_name, interval)
+    folder = report_path(settings, job_name, interval)
+    if is_complete(folder):  # recorded by an earlier run (or from before intervals were)
+        return
+    with atomic_folder(folder) as staging:
+        write_text(join(staging, INTERVAL_FILE), json.dumps(interval.record()))
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
     """The report :func:`write_report` left for ``interval``, or None when there is none."""
     folder = report_path(settings, job_name, interval)
-    if not is_complete(folder):
-        return None
+    if not is_complete(folder) or not exists(join(folder, REPORT_FILE)):
+        return None  # none, or only a claim (:func:`claim_interval`): the run did not finish
     return json.loads(read_text(join(folder, REPORT_FILE)))
 
 
@@ -73,9 +89,11 @@ def refuse_another_length(settings: SolarisSettings, job_name: str, interval: In
         raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
                           "delete its folder to run this interval") from exc
     if earlier != interval:
+        finished = ("its report" if exists(join(folder, REPORT_FILE))
+                    else "a run that did not finish: some may be written; its claim")
         raise ConfigError(
             f"{job_name}: the partitions keyed {interval.key} hold the interval "
-            f"{earlier} (its report under {folder}); this run is "
+            f"{earlier} ({finished} under {folder}); this run is "
             f"{interval}. Partitions are keyed by the interval's start, so runs of different "
             "lengths cannot share a start: run the interval the partitions were written for, "
             "or write to another SOLARIS_DATA_ROOT; to replace them, delete this report folder "

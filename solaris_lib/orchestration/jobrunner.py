@@ -11,8 +11,8 @@ forwarded applied to the driver's environment (:func:`apply_forwarded_settings`)
 :class:`SolarisError` logged and turned into its exit code, and the report printed as one JSON
 line on stdout and written with the run's interval (:func:`solaris_lib.runs.write_report`),
 where the DAG's task reads it whatever machine the driver ran on (cluster deploy mode); a later
-run at the same start with another end is refused before any work
-(:func:`~solaris_lib.runs.refuse_another_length`).
+run at the same start with another end is refused before any work, even beside a run that
+failed midway (:func:`~solaris_lib.runs.claim_interval`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.intervals import Interval
-from solaris_lib.runs import refuse_another_length, write_report
+from solaris_lib.runs import claim_interval, write_report
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Job:
     an object with ``as_dict()``); ``spark``: False for jobs that start no SparkSession (``run``
     then gets None); ``keyed``: whether its outputs are partitions keyed by the interval (a run
     is then refused beside another run's partitions of another length:
-    :func:`solaris_lib.runs.refuse_another_length`).
+    :func:`solaris_lib.runs.claim_interval`).
     """
 
     name: str
@@ -92,25 +92,27 @@ def _run(job: Job, args: argparse.Namespace, interval: Interval) -> tuple[Solari
     from solaris_lib.logs.reader import contract_errors_from_executors
 
     if not job.spark:
-        settings = _settings(job, interval)
+        settings = load_settings()
         with contract_errors_from_executors():
-            return settings, job.run(None, settings, job.prepare(args, settings))
+            return settings, _prepared_run(job, None, settings, args, interval)
     from solaris_lib.sparkutil import spark_session
 
     with spark_session(f"solaris-{job.name}") as spark:
         apply_forwarded_settings(dict(spark.sparkContext.getConf().getAll()))
-        settings = _settings(job, interval)
+        settings = load_settings()
         with contract_errors_from_executors():
-            return settings, job.run(spark, settings, job.prepare(args, settings))
+            return settings, _prepared_run(job, spark, settings, args, interval)
 
 
-def _settings(job: Job, interval: Interval) -> SolarisSettings:
-    """The settings, once a keyed job's interval is known not to replace partitions of another
-    length (:func:`~solaris_lib.runs.refuse_another_length`)."""
-    settings = load_settings()
+def _prepared_run(job: Job, spark, settings: SolarisSettings, args: argparse.Namespace,
+                  interval: Interval) -> Any:
+    """The job's report: its request prepared (a bad flag is refused before anything is
+    recorded), a keyed job's interval claimed (refused beside partitions of another length:
+    :func:`~solaris_lib.runs.claim_interval`), then the run."""
+    request = job.prepare(args, settings)
     if job.keyed:
-        refuse_another_length(settings, job.name, interval)
-    return settings
+        claim_interval(settings, job.name, interval)
+    return job.run(spark, settings, request)
 
 
 def apply_forwarded_settings(conf: dict[str, str],

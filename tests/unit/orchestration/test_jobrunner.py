@@ -26,6 +26,38 @@ def test_a_bad_job_flag_is_a_config_error(caplog):
               mine_logs._arguments, spark=False)  # the mine job's flags, without a JVM
     assert run_job(job, [*INTERVAL, "--max-history", "0"]) == 2
     assert "invalid mine settings (max_history" in caplog.text
+    daily = ["--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]
+    assert run_job(job, daily) == 0  # the refused run claimed nothing
+
+
+def test_a_run_that_failed_midway_still_protects_its_partitions(caplog, tmp_path):
+    """The interval is recorded before the run writes anything: beside a run that failed
+    after writing some of its partitions, a run of another length is refused too; the rerun of
+    the same interval goes on and records its report."""
+    from solaris_lib.config import load_settings
+    from solaris_lib.errors import OutputWriteError
+    from solaris_lib.intervals import Interval
+    from solaris_lib.runs import read_report
+
+    runs = []
+
+    def run(spark, settings, request):
+        runs.append(1)
+        if len(runs) == 1:
+            raise OutputWriteError("no space left on device after the first partition")
+        return {"rows": 3}
+
+    job = Job("mine", "A job.", lambda args, settings: None, run, spark=False)
+    daily = ["--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]
+    hour = Interval.parse(INTERVAL[1], INTERVAL[3])
+    assert run_job(job, INTERVAL) == 7
+    assert read_report(load_settings(), "mine", hour) is None  # claimed, not reported
+    assert run_job(job, daily) == 2 and len(runs) == 1
+    assert "(a run that did not finish: some may be written" in caplog.text
+    assert run_job(job, INTERVAL) == 0 and len(runs) == 2
+    assert read_report(load_settings(), "mine", hour) == {"rows": 3}
+    caplog.clear()
+    assert run_job(job, daily) == 2 and "(its report under" in caplog.text
 
 
 def test_an_executor_log_contract_error_keeps_its_exit_code(caplog, capsys):
