@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import logging
 import os
 import sys
@@ -128,27 +129,35 @@ def atomic_folder(final: str) -> Iterator[str]:
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-_NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV)
+
+
+@functools.cache
+def _renameat2():
+    """The C library's ``renameat2`` (None: not Linux, or a C library without it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    function = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                             ctypes.c_uint]
+    return function
 
 
 def _exchange(fs: pafs.FileSystem, first: str, second: str) -> bool:
     """Swap the local folders ``first`` and ``second`` in one atomic rename (Linux
-    ``renameat2(RENAME_EXCHANGE)``). False, having changed nothing, where that is not available
-    (another filesystem or OS, an old C library, a filesystem that refuses it)."""
-    if not isinstance(fs, pafs.LocalFileSystem) or not sys.platform.startswith("linux"):
-        return False
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    ``renameat2(RENAME_EXCHANGE)``). False, having changed nothing, where that fails, whatever
+    the reason: another filesystem or OS, an old C library, a filesystem that refuses it, a
+    sandbox that forbids the call (the caller's moves then report a real error)."""
+    renameat2 = _renameat2() if isinstance(fs, pafs.LocalFileSystem) else None
     if renameat2 is None:
         return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                          ctypes.c_uint]
     if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
                  _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
-    if code in _NO_EXCHANGE:
-        return False
-    raise OSError(code, os.strerror(code), second)
+    log.debug("renameat2 exchange of %s refused (%s): moving it aside instead", second,
+              errno.errorcode.get(code, code))
+    return False
 
 
 def remove_folder(folder: str) -> bool:

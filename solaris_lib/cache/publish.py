@@ -133,8 +133,8 @@ def _failure_message(run: _Run, exc: Exception) -> str:
 
 
 MIN_TTL_LEFT_S = 60  # a version with less of its keys' TTL left (or half) is not served...
-# ...beyond the time the retain pass after the switch may take to reach its last key: a pass
-# scans about a million keys a second per master (retain.py); a fifth of that, for a busy one
+# ...beyond the time the retain pass after the switch may take to reach its last key: it scans
+# the masters one after another, about a million keys a second (retain.py); a fifth of that
 RETAIN_KEYS_PER_S = 200_000
 
 
@@ -423,14 +423,14 @@ class _Run:
         final = replace(manifest, pairs=report.pairs, users=report.users,
                         cluster_pairs=report.cluster_pairs, state=STATE_COMPLETE)
         left = self.ttl_s - math.ceil(time.monotonic() - self._written_from)
-        keys = max(self.server.keys_per_master().values(), default=0)
-        needed = max(1, min(MIN_TTL_LEFT_S, self.ttl_s // 2)) + math.ceil(keys / RETAIN_KEYS_PER_S)
+        keys = sum(self.server.keys_per_master().values())
+        needed = max(1, min(MIN_TTL_LEFT_S, self.ttl_s // 2)) + int(keys // RETAIN_KEYS_PER_S)
         if left < needed:
             if self.server.served_version() != report.version:
                 raise PublishError(
                     f"version {report.version} was written and checked in more than its TTL "
                     f"allows ({self.ttl_s} s, {max(left, 0)} s left, {needed} s needed with the "
-                    f"retain pass over up to {keys:,} keys a master): its first keys would "
+                    f"retain pass over {keys:,} keys): its first keys would "
                     f"expire before that pass keeps them; the alias was not switched. Rerun "
                     f"with a longer ttl_s.")
             left = self.ttl_s  # served already (another publisher's switch): retain keeps it

@@ -2,7 +2,8 @@
 
 Run by ``jobs/infer_embeddings.py`` after the exact embeddings, with the same model version and
 as of the same time (``interval.end``). Every embedding is computed before any table is
-replaced; when the non-finite ones exceed the exact path's ``max_non_finite_share`` none is.
+replaced; when the non-finite ones exceed the exact path's ``max_non_finite_share`` none is
+written (the job skips the level: :func:`embed_fallback_level`).
 Then writes, each atomically with ``_SUCCESS``, under ``embeddings/<table>/interval=KEY``
 (:mod:`solaris_lib.layout`); the cluster table records the digest of the item table it was
 embedded for (``_CLUSTERING``): the publisher skips a level whose two tables disagree (a run
@@ -210,15 +211,17 @@ def embed_interval(spark, settings, request) -> dict:
 def embed_fallback_level(spark, settings, interval, model_version: str,
                          max_non_finite_share: float = 0.001) -> dict | None:
     """The fallback levels' tables of ``interval`` with ``model_version``, ``k`` =
-    ``settings.fallback_clusters`` (0: none, returns None), refused as the exact embeddings are
-    beyond ``max_non_finite_share`` non-finite ones (:func:`infer_cluster_embeddings`).
+    ``settings.fallback_clusters`` (0: none, returns None).
 
     The levels are optional: without the mined item statistics they need (the job run on its
-    own, outside the pipeline), or with nothing to cluster, they are skipped with a warning and
-    the exact embeddings stand alone. Whenever the level is not written (turned off included),
+    own, outside the pipeline), with nothing to cluster, or when more than
+    ``max_non_finite_share`` of a table's embeddings are NaN or infinite (a representative
+    item the model overflows on), they are skipped with a warning and the exact embeddings
+    stand alone. Whenever the level is not written (turned off included),
     the interval's tables of an earlier run are removed: the publisher would otherwise serve
     them beside the new exact embeddings."""
     from solaris_lib.errors import EmptyInputError, MissingDependencyError
+    from solaris_lib.model.inference import NonFiniteOutputError
     from solaris_lib.storage import is_complete
 
     layout = DataLayout.from_settings(settings)
@@ -232,7 +235,7 @@ def embed_fallback_level(spark, settings, interval, model_version: str,
             return infer_cluster_embeddings(spark, settings, interval, model_version,
                                             k=settings.fallback_clusters,
                                             max_non_finite_share=max_non_finite_share)
-        except (EmptyInputError, MissingDependencyError) as exc:
+        except (EmptyInputError, MissingDependencyError, NonFiniteOutputError) as exc:
             reason = str(exc)
     log.warning("hierarchical fallback skipped: %s", reason)
     clear_fallback_tables(layout, interval)

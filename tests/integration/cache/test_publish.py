@@ -179,7 +179,8 @@ def test_a_version_is_not_switched_to_when_the_retain_pass_may_outlast_its_ttl(
                        match=r"\(3600 s, 9\d s left, \d+ s needed with the retain pass"):
         publish(spark, settings, INTERVAL, PublishConfig(ttl_s=3600), on_phase=slow)
     assert redis.Redis.from_url(redis_url).get(f"{key_prefix}:alias") is None
-    monkeypatch.setattr(publish_module, "RETAIN_KEYS_PER_S", 10**9)
+    monkeypatch.setattr(publish_module, "time", time)
+    monkeypatch.setattr(publish_module, "RETAIN_KEYS_PER_S", 10**9)  # the same 100 s: enough
     report = publish(spark, settings, INTERVAL, PublishConfig(ttl_s=3600), on_phase=slow)
     assert report.served_version == report.version
 

@@ -108,7 +108,7 @@ def test_the_fallback_level_is_replaced_whole_or_not_at_all(spark, served):
     whose embeddings are NaN fails with the exact path's error before any table is replaced."""
     from solaris_lib.cache.fallback import clustering_mismatch, read_item_clusters
     from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters
-    from solaris_lib.model.fallback import infer_cluster_embeddings
+    from solaris_lib.model.fallback import embed_fallback_level, infer_cluster_embeddings
 
     settings, pairs, _, _ = served
     layout = DataLayout.from_settings(settings)
@@ -133,6 +133,11 @@ def test_the_fallback_level_is_replaced_whole_or_not_at_all(spark, served):
         infer_cluster_embeddings(spark, settings, INFER, "nan-fallback", k=4, buckets=3)
     assert caught.value.exit_code == 5
     assert {name: _files(path) for name, path in paths.items()} == before
+    # the job skips such a level: its tables go, the exact embeddings stand alone
+    skipped = embed_fallback_level(spark, settings.model_copy(update={"fallback_clusters": 4}),
+                                   INFER, "nan-fallback")
+    assert "NaN or infinite" in skipped["skipped"]
+    assert not any(is_complete(path) for path in paths.values())
 
 
 def test_missing_partition_is_a_clear_error(spark, served):
