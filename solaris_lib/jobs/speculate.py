@@ -7,7 +7,8 @@
 
 Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors fitted on
 logs up to the interval's end (a rerun: those the run read), and the misses stream when
-``SOLARIS_REDIS_URL`` answers; writes
+``SOLARIS_REDIS_URL`` answers (the interval's entries, and the previous interval's for the
+learned scorer's labelled candidates); writes
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 
@@ -61,11 +62,15 @@ def _run(spark, settings, request):
     from solaris_lib.speculation.pipeline import run_speculate
 
     interval, config, with_misses = request
-    found = (read_stream(settings.redis_url, settings.redis_key_prefix, interval)
-             if with_misses else None)
+    found = past = None
+    if with_misses:  # this interval's, and the previous one's for the labelled candidates
+        found, past = (read_stream(settings.redis_url, settings.redis_key_prefix, period)
+                       for period in (interval, interval.previous()))
     report = run_speculate(spark, DataLayout.from_settings(settings), interval, config,
-                           misses_frame(spark, found and found.rows))
+                           misses_frame(spark, found and found.rows),
+                           misses_frame(spark, past and past.rows))
     report["misses"] = found.as_dict() if found is not None else None
+    report["misses_previous"] = past.as_dict() if past is not None else None
     return report
 
 

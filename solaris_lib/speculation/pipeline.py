@@ -206,7 +206,7 @@ def run_retrieval(spark, layout: DataLayout, interval: Interval, config: Retriev
 
 
 def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=None,
-                     misses=None, dump: str | None = None) -> SpeculationResult:
+                     misses=None, past_misses=None, dump: str | None = None) -> SpeculationResult:
     """Choose the pairs to precompute from ``mined``.
 
     ``train_on``: (Mined as of the previous interval's end, log rows of the interval that
@@ -216,6 +216,9 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     validates every ranking and keeps the best (:func:`selection.validate`). None:
     ``config.live_window``, the first measure and the heuristic (or the ranking named by
     ``config.scorer``).
+    ``misses`` / ``past_misses``: the client's reported misses (user_id, item_id) of the
+    interval and of the previous one; the latter are the labelled candidates' ``miss`` source,
+    so the learned scorer learns what a reported miss is worth.
     ``dump``: a folder that receives the scorer's inputs as parquet, for offline scorer
     experiments (``benchmarks/scorer_replay.py``): ``train`` (the previous interval's labelled
     candidates: ids, :data:`scorer.FEATURES`, ``rows``, ``label``) and ``candidates`` (this
@@ -226,7 +229,8 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     if train_on is not None:
         config = calibrated(spark, *train_on, config)
     if train_on is not None and config.scorer in ("auto", "learned"):
-        model, validation = _fit_and_validate(spark, train_on, mined, config, dump)
+        model, validation = _fit_and_validate(spark, train_on, mined, config, dump,
+                                              past_misses)
     elif config.scorer == "learned":
         log.warning("no labelled previous interval: the heuristic scorer is used")
     ranking = _ranking(config, model, validation)
@@ -273,14 +277,16 @@ def calibrated(spark, past: Mined, labels, config: SpeculateConfig) -> Speculate
     return config.model_copy(update={"popular_by": (measure,)})
 
 
-def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, dump):
-    """(model, validation): the learned scorer fitted on the labelled previous interval and,
-    with ``config.scorer`` auto, every ranking validated there (None otherwise)."""
+def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, dump,
+                      past_misses=None):
+    """(model, validation): the learned scorer fitted on the labelled previous interval (its
+    candidates gathered as that interval's run gathered them, misses included) and, with
+    ``config.scorer`` auto, every ranking validated there (None otherwise)."""
     from pyspark.sql import functions as F
 
     past, labels = train_on
     started = time.monotonic()
-    past_found = gather(spark, past, config)
+    past_found = gather(spark, past, config, past_misses)
     labelled = scorer.label(scorer.add_features(past_found.pairs, past), labels).cache()
     log.info("%d labelled candidates of the previous interval in %.1f s", labelled.count(),
              time.monotonic() - started)
@@ -310,8 +316,9 @@ def _dump(frame, path: str) -> None:
 
 
 def run_speculate(spark, layout: DataLayout, interval: Interval, config: SpeculateConfig,
-                  misses=None) -> dict:
-    """Speculate for the interval after ``interval`` and write ``speculated/interval=KEY``."""
+                  misses=None, past_misses=None) -> dict:
+    """Speculate for the interval after ``interval`` and write ``speculated/interval=KEY``
+    (``misses`` / ``past_misses``: :func:`speculate_frames`)."""
     keys = retrieval_keys(layout, interval)
     mined = load_mined(spark, layout, interval, keys[0])
     train_on = None
@@ -330,7 +337,8 @@ def run_speculate(spark, layout: DataLayout, interval: Interval, config: Specula
             future.unpersist()
     except EmptyInputError as exc:
         log.info("no mined tables of the previous interval %s: %s", previous.key, exc)
-    result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses)
+    result = speculate_frames(spark, mined, config, train_on=train_on, misses=misses,
+                              past_misses=past_misses)
     searched = faiss_feature(mined)
     rows = write_partition(result.pairs, layout.output(SPECULATED, interval), ["user_id", "item_id"],
                            markers={RETRIEVAL_USED: retrieval_record(interval, *keys)})

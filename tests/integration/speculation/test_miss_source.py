@@ -45,3 +45,47 @@ def test_client_misses_become_miss_candidates(spark, redis_url, key_prefix, tmp_
     got = speculate_frames(spark, mined, config, misses=misses_frame(spark, read)).pairs.collect()
     assert sorted((r.user_id, r.item_id, tuple(r.sources)) for r in got) == [
         (7, 5, ("miss",)), (7, 6, ("miss",))]
+
+
+def test_a_reported_miss_earns_its_weight_under_the_learned_scorer(spark, tmp_path):
+    """The labelled interval's candidates carry the misses reported during the interval before
+    it. There they were followed by rows, so the learned scorer keeps this interval's misses
+    over repeat pairs; without them the scorer never sees a miss in training and every miss
+    loses to the user's repeats."""
+    start, end = T0 + timedelta(hours=20), T0 + timedelta(hours=30)
+    users, rows, n = range(1, 13), [], 0
+
+    def add(hours, user, item):
+        nonlocal n
+        n += 1
+        rows.append(row(f"r{n}", hours, user, item))
+
+    for user in users:
+        for k in range(4):  # items 0, 1 go on into the labelled interval, 2, 3 stop
+            for hours in ([1, 6, 12, 18] if k < 2 else [2, 8]):
+                add(hours, user, 100 * user + k)
+        for hours in (22, 25, 28):
+            add(hours, user, 100 * user)
+            add(hours, user, 100 * user + 1)
+            add(hours, user, 5000 + user)  # the pair missed before the labelled interval
+    for user in users:  # every missed item is live: another user was scored on it
+        add(19, 99, 5000 + user)
+        add(29, 99, 7000 + user)
+    logs = read_window_spark(spark, str(write_logs(tmp_path, rows)), Interval(T0, end))
+    past = mined_in_memory(spark, logs.filter(logs.ts < start), start, MineConfig())
+    labels = logs.filter(logs.ts >= start)
+    mined = mined_in_memory(spark, logs, end, MineConfig())
+    config = SpeculateConfig(budget_per_user=4, sources=("repeat", "miss"), scorer="learned",
+                             live_window=timedelta(days=1))
+    now = misses_frame(spark, [(user, 7000 + user) for user in users])
+    before = misses_frame(spark, [(user, 5000 + user) for user in users])
+
+    def kept(past_misses) -> set:
+        result = speculate_frames(spark, mined, config, train_on=(past, labels), misses=now,
+                                  past_misses=past_misses)
+        got = {(r.user_id, r.item_id) for r in result.pairs.collect()}
+        result.release()
+        return {pair for pair in got if pair[1] >= 7000}
+
+    assert kept(before) == {(user, 7000 + user) for user in users}
+    assert kept(None) == set()
