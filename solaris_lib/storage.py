@@ -129,6 +129,7 @@ def atomic_folder(final: str) -> Iterator[str]:
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+_REFUSALS_LOGGED: set[int] = set()  # errnos warned about once per process
 
 
 @functools.cache
@@ -155,8 +156,11 @@ def _exchange(fs: pafs.FileSystem, first: str, second: str) -> bool:
                  _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()
-    log.debug("renameat2 exchange of %s refused (%s): moving it aside instead", second,
-              errno.errorcode.get(code, code))
+    if code not in _REFUSALS_LOGGED:
+        _REFUSALS_LOGGED.add(code)
+        log.warning("renameat2 exchange refused (%s, for %s): partitions are moved aside "
+                    "instead, and are missing for that moment", errno.errorcode.get(code, code),
+                    second)
     return False
 
 

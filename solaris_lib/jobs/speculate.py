@@ -7,8 +7,8 @@
 
 Reads ``mined/*/interval=KEY`` (run ``mine_logs`` first), the newest retrieval factors fitted on
 logs up to the interval's end (a rerun: those the run read), and the misses stream when
-``SOLARIS_REDIS_URL`` answers (the interval's entries, and the previous interval's for the
-learned scorer's labelled candidates); writes
+``SOLARIS_REDIS_URL`` answers and the ``miss`` source is on (the interval's entries, and
+the previous interval's for the learned scorer's labelled candidates); writes
 ``speculated/interval=KEY`` (user_id, item_id, score, sources). Prints one JSON line.
 """
 
@@ -63,9 +63,11 @@ def _run(spark, settings, request):
 
     interval, config, with_misses = request
     found = past = None
-    if with_misses:  # this interval's, and the previous one's for the labelled candidates
-        found, past = (read_stream(settings.redis_url, settings.redis_key_prefix, period)
-                       for period in (interval, interval.previous()))
+    if with_misses and "miss" in config.sources:
+        found = read_stream(settings.redis_url, settings.redis_key_prefix, interval)
+        if config.scorer in ("auto", "learned"):  # the learned scorer's labelled candidates
+            past = read_stream(settings.redis_url, settings.redis_key_prefix,
+                               interval.previous())
     report = run_speculate(spark, DataLayout.from_settings(settings), interval, config,
                            misses_frame(spark, found and found.rows),
                            misses_frame(spark, past and past.rows))

@@ -8,7 +8,8 @@ The run for ``[s, e)``:
 * ``speculate`` predicts the pairs of ``[e, e + (e - s))`` from the mined tables of ``KEY``, the
   newest complete retrieval partition whose key is <= ``KEY``, and the misses of ``[s, e)``. Its
   scorer is trained on the previous interval ``[s - L, s)`` when that interval's mined tables
-  exist: candidates as of ``s``, labels = the pairs logged in ``[s, e)``.
+  exist: candidates as of ``s`` (with the misses of ``[s - L, s)``), labels = the pairs logged
+  in ``[s, e)``.
 """
 
 from __future__ import annotations
@@ -217,8 +218,8 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     ``config.live_window``, the first measure and the heuristic (or the ranking named by
     ``config.scorer``).
     ``misses`` / ``past_misses``: the client's reported misses (user_id, item_id) of the
-    interval and of the previous one; the latter are the labelled candidates' ``miss`` source,
-    so the learned scorer learns what a reported miss is worth.
+    interval and of the labelled previous one (its candidates' ``miss`` source), so the learned
+    scorer learns what a reported miss is worth.
     ``dump``: a folder that receives the scorer's inputs as parquet, for offline scorer
     experiments (``benchmarks/scorer_replay.py``): ``train`` (the previous interval's labelled
     candidates: ids, :data:`scorer.FEATURES`, ``rows``, ``label``) and ``candidates`` (this
@@ -280,8 +281,8 @@ def calibrated(spark, past: Mined, labels, config: SpeculateConfig) -> Speculate
 def _fit_and_validate(spark, train_on, mined: Mined, config: SpeculateConfig, dump,
                       past_misses=None):
     """(model, validation): the learned scorer fitted on the labelled previous interval (its
-    candidates gathered as that interval's run gathered them, misses included) and, with
-    ``config.scorer`` auto, every ranking validated there (None otherwise)."""
+    candidates gathered from its mined tables and ``past_misses``, that interval's reported
+    misses) and, with ``config.scorer`` auto, every ranking validated there (None otherwise)."""
     from pyspark.sql import functions as F
 
     past, labels = train_on

@@ -85,7 +85,11 @@ def test_a_reported_miss_earns_its_weight_under_the_learned_scorer(spark, tmp_pa
                                   past_misses=past_misses)
         got = {(r.user_id, r.item_id) for r in result.pairs.collect()}
         result.release()
-        return {pair for pair in got if pair[1] >= 7000}
+        return {(user, item) for user, item in got if user in users and item >= 7000}
 
-    assert kept(before) == {(user, 7000 + user) for user in users}
-    assert kept(None) == set()
+    try:
+        assert kept(before) == {(user, 7000 + user) for user in users}
+        assert kept(None) == set()
+    finally:
+        past.release()
+        mined.release()
