@@ -168,7 +168,8 @@ def read_misses(redis_url: str, prefix: str, interval: Interval) -> list[tuple[i
 
 
 def misses_frame(spark, rows: list[tuple[int, int]] | None):
-    """The misses as a (user_id, item_id) DataFrame, or None."""
-    if rows is None:
+    """The misses as a (user_id, item_id) DataFrame; None when there are none (the source then
+    adds no Spark work: no candidates either way)."""
+    if not rows:
         return None
     return spark.createDataFrame(rows, "user_id long, item_id long")
