@@ -9,7 +9,9 @@ which missing fact is worth it. It replays the simulator to the cutoff and adds 
 scored candidate (user u, item i) to the scorer's features, one group at a time:
 
 * ``affinity``: the user's true interest at the cutoff . the item's true vector (and exp(4 x it),
-  the simulator's draw weight);
+  the simulator's draw weight); ``affinity_young_items`` / ``affinity_older_items``: the true
+  affinity of the campaigns still in their delivery ramp-up at the cutoff only, or of the others
+  only (with the ramp-up flag), which says whether the young campaigns' vectors are the gap;
 * ``campaign_end``: the share of the horizon the campaign is still live (lifetimes are
   exponential, so no log predicts the end beyond the popularity it depends on);
 * ``ramp``: the campaign's mean delivery ramp over the horizon (known from its launch);
@@ -133,6 +135,10 @@ def oracle_columns(cand, sim, first_day: int, horizon_h: int, history) -> dict[s
     live, ramp = _horizon_means(sim, first_day * 24 + np.arange(horizon_h))
     cand["o_live"] = live[i]
     cand["o_ramp"] = np.log(np.maximum(ramp, 1e-4))[i]
+    young = (first_day * 24 - items.start_hour[i] < sim.cfg.ramp_up_hours).astype(np.float64)
+    cand["o_young"] = young  # still ramping up at the cutoff
+    cand["o_aff_young"] = young * cand["o_aff"]
+    cand["o_aff_old"] = (1.0 - young) * cand["o_aff"]
     cand["o_pop"] = np.log(items.popularity[i])
     cand["o_rate"] = np.log(users.rate_per_day[u])
     cand["q_true"] = _query_feature(history, items.vector, pd.Index(items.item_id), cand)
@@ -141,7 +147,9 @@ def oracle_columns(cand, sim, first_day: int, horizon_h: int, history) -> dict[s
     per_user = history.groupby("user_id").agg(n=("request_id", "nunique"), age=("age_h", "max"))
     rate = np.log(per_user.n / per_user.age.clip(lower=6.0) * 24.0)
     cand["l_rate"] = cand.user_id.map(rate).fillna(float(rate.min())).to_numpy()
-    return {"affinity": ["o_aff", "o_draw"], "campaign_end": ["o_live"], "ramp": ["o_ramp"],
+    return {"affinity": ["o_aff", "o_draw"], "affinity_young_items": ["o_aff_young", "o_young"],
+            "affinity_older_items": ["o_aff_old", "o_young"], "campaign_end": ["o_live"],
+            "ramp": ["o_ramp"],
             "popularity": ["o_pop"], "rate": ["o_rate"],
             "all_oracle": ["o_aff", "o_draw", "o_live", "o_ramp", "o_pop", "o_rate"],
             "true_vector_query": ["q_true"], "request_ppmi_query": ["q_ppmi"],
@@ -158,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", required=True, help="the simulated world the dump was run on")
     parser.add_argument("--cutoff", required=True)
     parser.add_argument("--horizon", default="7d")
+    parser.add_argument("--variants", default="", help="comma-separated variant names (default: "
+                        "all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     started = time.monotonic()
@@ -168,12 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     horizon_h = int(parse_duration(args.horizon).total_seconds() // 3600)
     variants = oracle_columns(cand, sim, first_day, horizon_h, history)
     log.info("oracle columns for %d candidates in %.0f s", len(cand), time.monotonic() - started)
-    label = (cand["rows"] > 0).to_numpy(np.float64)
-    weight = np.maximum(cand["rows"].to_numpy(np.float64), 1.0)
+    rows = cand["rows"].to_numpy(np.float64)
 
     def in_sample(features: list[str]) -> dict:
         x = replay.design(cand, features, [])
-        return replay.coverage(cand, replay.predict(replay.fit(x, label, weight), x), budgets,
+        return replay.coverage(cand, replay.logistic_scores(x, rows, x), budgets,
                                GLOBAL_USER_CAP)
 
     floor = in_sample(list(FEATURES))
@@ -185,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
               "floor_in_sample": floor, "variants": {},
               "corr_with_true_affinity": {
                   f: round(float(np.corrcoef(cand[f], cand["o_aff"])[0, 1]), 3)
-                  for f in ("als", "recent_sim", "recent_sim_short", "audience_sim", "q_true",
-                            "q_ppmi")}}
+                  for f in ("als", "recent_sim", "recent_sim_short", "audience_sim", "choice",
+                            "choice_sim_short", "q_true", "q_ppmi")}}
     log.info("floor (in sample): %s", floor)
-    for name, columns in variants.items():
+    chosen = [v for v in args.variants.split(",") if v] or list(variants)
+    for name, columns in ((n, variants[n]) for n in chosen):
         figures = in_sample(list(FEATURES) + columns)
         figures["ratio_global"] = round(figures["global"] / floor["global"], 4)
         result["variants"][name] = figures
