@@ -199,13 +199,15 @@ def _write_level(spark, layout: DataLayout, interval, clusters: ItemClusters, ta
 def embed_interval(spark, settings, request) -> dict:
     """The infer stage of one interval (the job's and ``solaris infer-embeddings``): the exact
     embeddings (:func:`~solaris_lib.model.inference.run_inference`), then the fallback levels'
-    tables with the same model version (:func:`embed_fallback_level`)."""
+    tables with the same model version (:func:`embed_fallback_level`); ``fallback_skipped``:
+    the level is on but was not written (a metric to alert on)."""
     from solaris_lib.model.inference import run_inference
 
     report = run_inference(spark, settings, request)
     fallback = embed_fallback_level(spark, settings, request.interval, report.model_version,
                                     request.max_non_finite_share)
-    return {**report.as_dict(), "fallback": fallback}
+    skipped = isinstance(fallback, dict) and "skipped" in fallback
+    return {**report.as_dict(), "fallback": fallback, "fallback_skipped": skipped}
 
 
 def embed_fallback_level(spark, settings, interval, model_version: str,

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 PIPELINE_METRICS: dict[str, tuple[str, ...]] = {
     "mine": ("rows.user_history", "rows.pair_stats", "rows.item_stats", "quarantined_rows"),
     "speculate": ("pairs",),
-    "infer-embeddings": ("rows_written", "users", "users_without_history", "non_finite"),
+    "infer-embeddings": ("rows_written", "users", "users_without_history", "non_finite",
+                         "fallback_skipped", "fallback.rows_written"),
     "evaluate": ("coverage", "coverage_unique", "coverage_known", "coverage_new", "waste",
                  "staleness_p50_s", "staleness_p99_s", "pairs_precomputed", "rows",
                  "lookup.p50_us", "lookup.p99_us", "lookup.hit_rate"),

@@ -14,6 +14,7 @@ from solaris_lib.client import Level, SolarisClient
 from solaris_lib.config import SolarisSettings
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, SPECULATED, DataLayout
+from solaris_lib.orchestration.reporting import metrics_of
 from solaris_lib.runs import read_report
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.orchestration.conftest import FIRST
@@ -33,11 +34,14 @@ def test_precompute_dag_publishes_what_the_client_then_finds(pipeline, precomput
     assert evaluation is not None and evaluation["published"] is False  # nothing before FIRST
     # the fallback level's report against its table: every speculated user with every cluster
     assert read_report(settings, "mine", FIRST)["quarantined_rows"] == 0  # simulated: clean
-    level = read_report(settings, "infer-embeddings", FIRST)["fallback"]
+    infer = read_report(settings, "infer-embeddings", FIRST)
+    level = infer["fallback"]
     cluster = pq.read_table(layout.output(EMBEDDINGS, FIRST, "cluster")).to_pandas()
     pairs = speculated["user_id"].nunique() * cluster["cluster_id"].nunique()
     assert level["rows_written"] == len(cluster) == pairs > 0
     assert (level["non_finite"], level["prior_non_finite"]) == (0, 0)
+    gauges = metrics_of("infer-embeddings", infer)
+    assert (gauges["fallback_skipped"], gauges["fallback.rows_written"]) == (0.0, len(cluster))
 
     user = int(speculated["user_id"].iloc[0])
     items = speculated.loc[speculated["user_id"] == user, "item_id"].astype(int).tolist()

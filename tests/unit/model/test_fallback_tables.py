@@ -40,3 +40,23 @@ def test_a_run_without_the_level_removes_the_tables_of_an_earlier_run(tmp_path, 
     report = embed_fallback_level(None, settings, INTERVAL, "v1")
     assert report is None if clusters == 0 else "no complete" in report["skipped"]
     assert not any(Path(folder).exists() for folder in folders)
+
+
+@pytest.mark.parametrize("clusters", [0, 8])
+def test_the_infer_report_flags_a_skipped_level_as_a_metric(tmp_path, monkeypatch, clusters):
+    """``fallback_skipped`` (a StatsD gauge of the infer task) is 1 when the level is on but
+    was not written, 0 when it is off. (The exact embeddings' Spark run is replaced here; the
+    DAG tests run it, and check the flag of a written level.)"""
+    from solaris_lib.model import fallback
+    from solaris_lib.model.inference import InferReport, InferRequest
+    from solaris_lib.orchestration.reporting import metrics_of
+
+    exact = InferReport(interval=INTERVAL.key, model_version="v1", output="", users=3,
+                        users_without_history=0, rows_written=9, non_finite=0, seconds=0.1)
+    monkeypatch.setattr("solaris_lib.model.inference.run_inference", lambda *args: exact)
+    settings = load_settings(data_root=str(tmp_path), fallback_clusters=clusters)
+    report = fallback.embed_interval(None, settings, InferRequest(INTERVAL))
+    assert report["fallback_skipped"] is (clusters > 0)
+    assert metrics_of("infer-embeddings", report) == {
+        "rows_written": 9.0, "users": 3.0, "users_without_history": 0.0, "non_finite": 0.0,
+        "fallback_skipped": float(clusters > 0)}
