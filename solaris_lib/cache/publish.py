@@ -171,8 +171,9 @@ class _Run:
             raise PublishInputError(f"{source}: no complete embeddings partition for "
                                     f"{self.interval} (missing or without _SUCCESS)")
         tables = find_tables(self.layout, self.interval)
+        items = self._item_table(tables) if tables.usable() else None
         read = [(EXACT, source)] + ([(CLUSTER, tables.paths[CLUSTER.folder])]
-                                    if tables.usable() else [])
+                                    if items is not None else [])
         inputs = Inputs(self.spark, read, self.partitions)
         surveyed = inputs.survey({table.name: self._layout(table) for table, _ in read})
         merged = surveyed[EXACT.name]
@@ -181,7 +182,7 @@ class _Run:
                                                 3)
         log.info("survey: %d rows, %d publishable, %d scattered users", found.rows,
                  found.valid_rows, found.scattered)
-        level = (self._level(tables, surveyed[CLUSTER.name], found)
+        level = (self._level(tables, items, surveyed[CLUSTER.name], found)
                  if CLUSTER.name in surveyed else None)
         report = self._publish(inputs, merged, found, level)
         if report.status == "published" and report.quarantined:
@@ -196,16 +197,24 @@ class _Run:
                                  f"{self.interval.key}-{'0' * 10}"))
         return Layout(table, self.config.buckets, head, self.server.hash_limits())
 
-    def _level(self, tables: FallbackTables, merged: Merged, found: Survey) -> _Level | None:
-        """The fallback level (the interval has both its tables) when they hold something
-        servable (logged otherwise)."""
-        path = tables.paths[CLUSTER.folder]
-        rows = interpret(merged.groups, path, chosen=(found.model_version, 2 * found.dim))
+    @staticmethod
+    def _item_table(tables: FallbackTables) -> ItemTables | None:
+        """The item -> cluster table, read on the driver before any Spark work, or None (logged)
+        when the cluster table was embedded for another one (:func:`clustering_mismatch`): its
+        rows are then not even surveyed."""
         items = read_item_clusters(tables.paths[ITEM_CLUSTERS])
-        stale = clustering_mismatch(path, items)
+        stale = clustering_mismatch(tables.paths[CLUSTER.folder], items)
         if stale is not None:
             log.warning("fallback level skipped: %s", stale)
             return None
+        return items
+
+    def _level(self, tables: FallbackTables, items: ItemTables, merged: Merged,
+               found: Survey) -> _Level | None:
+        """The fallback level (the interval has both its tables, ``items`` the item table
+        read) when they hold something servable (logged otherwise)."""
+        path = tables.paths[CLUSTER.folder]
+        rows = interpret(merged.groups, path, chosen=(found.model_version, 2 * found.dim))
         if is_complete(tables.prior_path):
             read_item_priors(items, tables.prior_path, found.model_version, found.dim)
         items.dropped = {**rows.refused, **items.dropped}
