@@ -65,7 +65,7 @@ def _run(spark, settings, request):
     found = past = None
     if with_misses and "miss" in config.sources:
         found = read_stream(settings.redis_url, settings.redis_key_prefix, interval)
-        if config.scorer in ("auto", "learned"):  # the learned scorer's labelled candidates
+        if config.fits_scorer():  # the learned scorer's labelled candidates
             past = read_stream(settings.redis_url, settings.redis_key_prefix,
                                interval.previous())
     report = run_speculate(spark, DataLayout.from_settings(settings), interval, config,

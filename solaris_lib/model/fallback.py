@@ -38,6 +38,7 @@ from solaris_lib.layout import (
     SPECULATED,
     DataLayout,
 )
+from solaris_lib.model.inference import MAX_NON_FINITE_SHARE
 from solaris_lib.sparkutil import read_parquet
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
 def infer_cluster_embeddings(spark, settings, interval, model_version: str | None = None, *,
                              k: int = 32, buckets: int = 4, seed: int = 7,
                              batch_users: int = 256, threads: int = 1,
-                             priors: bool = True, max_non_finite_share: float = 0.001) -> dict:
+                             priors: bool = True, max_non_finite_share: float = MAX_NON_FINITE_SHARE) -> dict:
     """Write the interval's ``item_clusters``, ``cluster`` and (with ``priors``) ``item_prior``
     tables with ``model_version`` (None: the serving version), as of ``interval.end``.
 
@@ -211,7 +212,7 @@ def embed_interval(spark, settings, request) -> dict:
 
 
 def embed_fallback_level(spark, settings, interval, model_version: str,
-                         max_non_finite_share: float = 0.001) -> dict | None:
+                         max_non_finite_share: float = MAX_NON_FINITE_SHARE) -> dict | None:
     """The fallback levels' tables of ``interval`` with ``model_version``, ``k`` =
     ``settings.fallback_clusters`` (0: none, returns None).
 

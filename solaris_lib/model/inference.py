@@ -53,13 +53,16 @@ class NonFiniteOutputError(SolarisError):
     exit_code = 5
 
 
+MAX_NON_FINITE_SHARE = 0.001  # of a table's embeddings; beyond, none of them is written
+
+
 @dataclass(frozen=True)
 class InferRequest:
     interval: Interval
     model_version: str | None = None  # default: the serving version
     batch_users: int = 256  # users per forward pass
     threads: int = 1  # torch intra-op threads per Python worker
-    max_non_finite_share: float = 0.001
+    max_non_finite_share: float = MAX_NON_FINITE_SHARE
 
     def __post_init__(self) -> None:
         if self.batch_users < 1 or self.threads < 1:

@@ -149,10 +149,15 @@ class SpeculateConfig(BaseModel):
     )
     seed: int = Field(7, description="Seed of the scorer's sampling and of FAISS training.")
 
+    def fits_scorer(self) -> bool:
+        """Whether a run with a labelled previous interval fits the learned scorer (``auto``
+        validates it beside the other rankings)."""
+        return self.scorer in ("auto", "learned")
+
     def uses_factors(self) -> bool:
         """Whether a run needs retrieval factors: a FAISS source, or a learned scorer (whose
         features include the factors' scores)."""
-        return self.scorer in ("auto", "learned") or bool({"faiss", "item_faiss"} & set(self.sources))
+        return self.fits_scorer() or bool({"faiss", "item_faiss"} & set(self.sources))
 
     def user_cap(self) -> int:
         """Most pairs kept per user (the selection cap, not the candidate pool size):

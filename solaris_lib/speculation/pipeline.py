@@ -229,7 +229,7 @@ def speculate_frames(spark, mined: Mined, config: SpeculateConfig, *, train_on=N
     model, validation = None, None
     if train_on is not None:
         config = calibrated(spark, *train_on, config)
-    if train_on is not None and config.scorer in ("auto", "learned"):
+    if train_on is not None and config.fits_scorer():
         model, validation = _fit_and_validate(spark, train_on, mined, config, dump,
                                               past_misses)
     elif config.scorer == "learned":

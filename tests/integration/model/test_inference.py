@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def test_the_fallback_level_is_replaced_whole_or_not_at_all(spark, served):
     """The level's tables record the clustering the cluster rows were embedded for; a model
     whose embeddings are NaN fails with the exact path's error before any table is replaced."""
     from solaris_lib.cache.fallback import clustering_mismatch, read_item_clusters
-    from solaris_lib.fallback.clusters import CLUSTERING_MARKER, ItemClusters
+    from solaris_lib.fallback.clusters import CLUSTERING_MARKER
     from solaris_lib.model.fallback import embed_fallback_level, infer_cluster_embeddings
 
     settings, pairs, _, _ = served
@@ -125,7 +126,9 @@ def test_the_fallback_level_is_replaced_whole_or_not_at_all(spark, served):
     table = read_item_clusters(paths["item_clusters"])
     assert table.item_ids.tolist() == items.tolist()
     recorded = _files(paths["cluster"])[CLUSTERING_MARKER].decode()
-    assert recorded == ItemClusters(table.item_ids, table.cluster_ids).digest()
+    layout_bytes = (table.item_ids.astype("<i8").tobytes()
+                    + table.cluster_ids.astype("<i4").tobytes())  # docs/cache-format.md
+    assert recorded == hashlib.blake2b(layout_bytes, digest_size=8).hexdigest()
     assert clustering_mismatch(paths["cluster"], table) is None
     before = {name: _files(path) for name, path in paths.items()}
     write_nan_copy(f"{settings.models_root}/foundation", "nan-fallback")
