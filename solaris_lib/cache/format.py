@@ -292,27 +292,35 @@ class Codec:
         return [flat[i : i + size] for i in range(0, len(flat), size)]
 
     def decode(
-        self, values: Sequence[bytes | None], fallback: np.ndarray | None = None
+        self, values: Sequence[bytes | None], fallback: np.ndarray | None = None,
+        order: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Decode HMGET replies into ``(embeddings (n, dim) float32, hit (n,) bool, corrupt)``.
 
         A None reply is a miss; a value of the wrong length or holding an inf or a nan is
         corrupt, counted and treated as a miss. Missed rows hold ``fallback`` (a (dim,) vector)
-        or zeros.
+        or zeros. ``order`` (n,) ints: reply ``i`` is the value of row ``order[i]`` (the rows
+        come back in that order, gathered as fp16 codes before they are widened); None: row i.
         """
         values = list(values)
         n, size = len(values), self.value_bytes
         zero = bytes(size)
-        padded = [zero if v is None else v for v in values]
-        hit = (np.ones(n, dtype=bool) if None not in values
-               else np.fromiter(map(bool, values), dtype=bool, count=n))
+        missing = None in values
+        padded = [zero if v is None else v for v in values] if missing else values
+        hit = (np.fromiter(map(bool, values), dtype=bool, count=n) if missing
+               else np.ones(n, dtype=bool))
         corrupt = 0
         joined = b"".join(padded)
         if n and set(map(len, padded)) != {size}:  # every value's length, not only their sum
             hit = np.array([v is not None and len(v) == size for v in values], dtype=bool)
             corrupt = n - values.count(None) - int(hit.sum())
             joined = b"".join([v if ok else zero for v, ok in zip(values, hit, strict=True)])
-        out = np.take(_FP16_TO_FP32, np.frombuffer(joined, dtype="<u2")).reshape(n, self.dim)
+        codes = np.frombuffer(joined, dtype="<u2").reshape(n, self.dim)
+        if order is not None:
+            rows = np.empty(n, np.intp)
+            rows[order] = np.arange(n)
+            codes, hit = codes[rows], hit[rows]
+        out = np.take(_FP16_TO_FP32, codes)
         if not np.isfinite(out).all():  # an inf or a nan is never a value: corrupt, a miss
             finite = np.isfinite(out).all(axis=1)
             corrupt += int(np.count_nonzero(hit & ~finite))

@@ -188,12 +188,10 @@ class SolarisClient:
             n = len(items)
             if len(exact) != n + (len(distinct) if served.clusters is not None else 0):
                 raise CacheProtocolError(f"HMGETs answered {len(exact)} values")
-            embeddings, hit, corrupt = served.codec.decode(exact[:n], self._fallback)
+            embeddings, hit, corrupt = served.codec.decode(exact[:n], self._fallback, order)
         except CacheError as exc:
             return self._failed(items, started, served, breaker, exc)
         breaker.record_success()
-        if order is not None:  # back to the request's order
-            embeddings[order], hit[order] = embeddings.copy(), hit.copy()
         hits = int(np.count_nonzero(hit))
         fields = (clusters, distinct, exact[n:]) if served.clusters is not None else None
         level, cluster_rows, item_rows, bad = fallback_levels(served.codec, embeddings, hit,

@@ -114,6 +114,19 @@ def test_decode_places_hits_and_fallback_rows():
     assert hit.tolist() == [True, False, True] and corrupt == 0
 
 
+def test_decode_puts_replies_in_the_rows_order_names():
+    # replies in bucket order: reply i is row order[i]; a miss, a short value and an inf among them
+    codec = Codec("fp16", 2)
+    one, two, inf = b"\x00\x3c\x00\xc0", b"\x00\x38\x00\x38", b"\x00\x7c\x00\x3c"
+    replies = [two, None, one, b"\x00", inf]
+    order = np.array([3, 0, 4, 1, 2])
+    embeddings, hit, corrupt = codec.decode(replies, np.array([9.0, 9.0]), order)
+    assert embeddings.tolist() == [[9.0, 9.0], [9.0, 9.0], [9.0, 9.0], [0.5, 0.5], [1.0, -2.0]]
+    assert hit.tolist() == [False, False, False, True, True] and corrupt == 2
+    plain, plain_hit, _ = codec.decode(replies)  # without order: the replies' own order
+    assert np.array_equal(embeddings[order], np.where(plain_hit[:, None], plain, 9.0))
+
+
 def test_decode_counts_values_of_the_wrong_length_as_corrupt_misses():
     codec = Codec("fp16", 2)
     embeddings, hit, corrupt = codec.decode([b"\x00\x3c\x00\xc0", b"\x00", b"\x00\x3c" * 3])
