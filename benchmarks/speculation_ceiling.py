@@ -19,6 +19,14 @@ so the figures are printed after each doubling of replicas: they rise towards th
 Usage: ``.venv/bin/python benchmarks/speculation_ceiling.py --logs var/world --cutoff 2026-01-12
 --horizon 7d --budget-factor 3 --replicas 8``. Last line: one JSON object.
 
+``--interest estimated`` replaces every user's hidden interest by its estimate from the logs
+before the futures are drawn (:func:`estimate_interests`: the maximum-likelihood interest given
+the campaigns' true vectors, pacing and popularity and the simulator's candidate mix, rows
+weighted ``2^(-age / --interest-half-life)``). The rest of the state stays true, so this is the
+ceiling of a predictor that knows everything but the interests and plugs in its best point
+estimate of them (a posterior average over the interest could do slightly better); the median
+cosine of the estimates with the true interests is reported (``interest_cosine``).
+
 ``--compare DUMP`` (a ``speculation-eval --dump-candidates`` folder of the same world, cutoff,
 horizon and budget, per-user allocation) also says where the run falls short of the ceiling
 (``gap``): each known user keeps the run's ``budget_per_user`` best candidates by the run's score
@@ -54,6 +62,71 @@ def _rows(logs: str, start, end) -> tuple[np.ndarray, np.ndarray]:
     keep = pc.and_(pc.greater_equal(ts, pc.cast(start, ts.type)), pc.less(ts, pc.cast(end, ts.type)))
     table = table.filter(keep)
     return table.column("user_id").to_numpy(), table.column("item_id").to_numpy()
+
+
+def estimate_interests(sim: Simulator, logs: str, cutoff, half_life_h: float,
+                       steps: int = 200) -> tuple[np.ndarray, float]:
+    """Each user's interest (U, d) unit rows, estimated from the rows before ``cutoff`` (users
+    without rows keep a zero vector), and the median cosine with the true interests.
+
+    The likelihood of a row's item j is the simulator's candidate mix at the last hour before
+    the cutoff: ``mix_interest softmax_j(x . v_j + log delivery_j + power log popularity_j) +
+    mix_popular share_j + mix_explore / live``, over the live campaigns, with ``x`` free (its
+    norm takes the temperature); rows weighted by ``2^(-age / half_life_h)``, a small L2 on x,
+    ``steps`` full-batch Adam steps."""
+    import torch
+
+    from solaris_lib.simulate.requests import delivery_weight
+
+    cfg, items = sim.cfg, sim.items
+    table = ds.dataset(logs, format="parquet", partitioning="hive", exclude_invalid_files=True
+                       ).to_table(columns=["user_id", "item_id", "ts"])
+    ts = table.column("ts")
+    table = table.filter(pc.less(ts, pc.cast(cutoff, ts.type)))
+    age_h = (np.datetime64(cutoff.replace(tzinfo=None), "us")
+             - table.column("ts").to_numpy().astype("datetime64[us]")) / np.timedelta64(1, "h")
+    hour = int((cutoff - cfg.start).total_seconds() // 3600) - 1
+    delivery = delivery_weight(cfg, items, hour)
+    live = np.flatnonzero(delivery > 0)
+    column = np.full(items.item_id.size, -1)
+    column[live] = np.arange(live.size)
+    col = column[_positions(items.item_id, table.column("item_id").to_numpy())]
+    row = _positions(sim.users.user_id, table.column("user_id").to_numpy())
+    keep = col >= 0
+    cells = row[keep] * live.size + col[keep]
+    weight = np.exp2(-age_h[keep] / half_life_h)
+    cells, inverse = np.unique(cells, return_inverse=True)
+    weight = np.bincount(inverse, weights=weight)
+    users, cols = cells // live.size, cells % live.size
+    share = items.popularity[live] * delivery[live]
+    floor = torch.as_tensor(np.log(cfg.mix_popular * share / share.sum()
+                                   + cfg.mix_explore / live.size), dtype=torch.float32)
+    bias = torch.as_tensor(np.log(delivery[live]) + cfg.interest_popularity_power
+                           * np.log(items.popularity[live]), dtype=torch.float32)
+    vectors = torch.as_tensor(items.vector[live], dtype=torch.float32)
+    present, rows = np.unique(users, return_inverse=True)
+    x = torch.zeros(present.size, vectors.shape[1], requires_grad=True)
+    w = torch.as_tensor(weight / weight.sum(), dtype=torch.float32)
+    rows_t, cols_t = torch.as_tensor(rows), torch.as_tensor(cols)
+    optimiser = torch.optim.Adam([x], lr=0.1)
+    for _ in range(steps):
+        optimiser.zero_grad()
+        interest = torch.log_softmax(x @ vectors.T + bias, 1) + float(np.log(cfg.mix_interest))
+        mixed = torch.logaddexp(interest, floor)[rows_t, cols_t]
+        loss = -(w * mixed).sum() + 0.01 * x.pow(2).sum(1).mean()
+        loss.backward()
+        optimiser.step()
+    estimate = np.zeros_like(sim.users.interest)
+    found = x.detach().numpy()
+    estimate[present] = found / np.linalg.norm(found, axis=1, keepdims=True).clip(1e-12)
+    cosine = np.einsum("ud,ud->u", estimate[present], sim.users.interest[present])
+    return estimate.astype(np.float32), float(np.median(cosine))
+
+
+def _positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index of each of ``values`` in ``ids`` (unsorted, unique; every value present)."""
+    order = np.argsort(ids)
+    return order[np.searchsorted(ids, values, sorter=order)]
 
 
 def _count(matrix, users, items, user_row, item_col) -> None:
@@ -228,11 +301,21 @@ def main() -> None:
                         help="a speculation-eval --dump-candidates folder: where it falls short")
     parser.add_argument("--max-per-user-factor", type=int, default=4,
                         help="the global allocation's cap per user, in budgets (as the CLI's)")
+    parser.add_argument("--interest", choices=("true", "estimated"), default="true",
+                        help="the users' interests the futures start from: the hidden ones, or "
+                        "their estimates from the logs (see the module docstring)")
+    parser.add_argument("--interest-half-life", type=float, default=24.0,
+                        help="hours: the estimate's row weights halve with this age")
     args = parser.parse_args()
     started = time.perf_counter()
     cutoff, horizon = parse_timestamp(args.cutoff), parse_duration(args.horizon)
     lookback = parse_duration(args.lookback)
     sim, first_day = simulator_at(args.logs, cutoff)
+    extra = {}
+    if args.interest == "estimated":
+        sim.users.interest, extra["interest_cosine"] = estimate_interests(
+            sim, args.logs, cutoff, args.interest_half_life)
+        print(f"estimated interests: median cosine {extra['interest_cosine']:.3f}", flush=True)
     days = int(np.ceil(horizon.total_seconds() / 86400))
     past_users, past_items = _rows(args.logs, cutoff - lookback, cutoff)
     known = np.unique(past_users)
@@ -270,12 +353,12 @@ def main() -> None:
                 figures[name][done] = round(value, 4)
             print(f"replicas {done}: " + ", ".join(
                 f"{name} {figures[name][done]}" for name in VARIANTS), flush=True)
-    extra = {}
     if grids is not None:
         extra["gap"] = gap(expected / args.replicas, actual, unseen, *grids, budget)
         print("gap: " + json.dumps(extra["gap"]), flush=True)
     print(json.dumps({
         "benchmark": "speculation_ceiling", "logs": args.logs, "cutoff": cutoff.isoformat(),
+        "interest": args.interest,
         "horizon_s": horizon.total_seconds(), "budget_per_user": budget,
         "mean_future_pairs_per_user": round(float(pairs[pairs > 0].mean()), 1),
         "known_users": int(known.size), "future_rows_known": int(actual.sum()),
