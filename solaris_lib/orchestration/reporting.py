@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 # job name (jobrunner.Job.name) -> the report fields that are its metrics (dotted: nested)
 PIPELINE_METRICS: dict[str, tuple[str, ...]] = {
     "mine": ("rows.user_history", "rows.pair_stats", "rows.item_stats", "quarantined_rows"),
-    "speculate": ("pairs",),
+    "speculate": ("pairs", "misses_previous.lost_pairs"),
     "infer-embeddings": ("rows_written", "users", "users_without_history", "non_finite",
                          "fallback_skipped", "fallback.rows_written"),
     "evaluate": ("coverage", "coverage_unique", "coverage_known", "coverage_new", "waste",

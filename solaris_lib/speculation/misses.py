@@ -160,6 +160,28 @@ def _read(client, key: str, interval: Interval) -> MissesRead:
     return read
 
 
+def against_earlier_read(again: MissesRead, earlier: dict | None) -> dict:
+    """``again.as_dict()`` (an interval's misses read a second time, by the next run) with
+    ``pairs_then``: the pairs the interval's own run read (``earlier``: that run's report's
+    ``misses``; None when it read none), and ``lost_pairs``: how many fewer pairs the second read
+    found. Nothing removes an entry from a read's id range but trimming (the client's
+    ``MAXLEN ~``) or a deletion, and late writes only add, so a positive count is a lower bound
+    of the pairs lost since (logged as a warning). None when either read was truncated or there
+    is no earlier read."""
+    found = again.as_dict()
+    then = earlier.get("pairs") if isinstance(earlier, dict) else None
+    found["pairs_then"] = then if isinstance(then, int) else None
+    comparable = found["pairs_then"] is not None and not again.truncated and not earlier.get(
+        "truncated")
+    found["lost_pairs"] = max(0, found["pairs_then"] - len(again.rows)) if comparable else None
+    if found["lost_pairs"]:
+        log.warning("the misses stream lost at least %d of the %d pairs the previous interval's "
+                    "run read (trimmed or deleted since): the scorer trains on fewer misses than "
+                    "that run proposed; the stream should hold two intervals plus a run's delay "
+                    "(the client's miss_stream_maxlen)", found["lost_pairs"], found["pairs_then"])
+    return found
+
+
 def read_misses(redis_url: str, prefix: str, interval: Interval) -> list[tuple[int, int]] | None:
     """Sorted distinct (user_id, item_id) misses of ``interval``; None when the source is
     skipped (:func:`read_stream`)."""

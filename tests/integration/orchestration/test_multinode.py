@@ -35,6 +35,7 @@ from solaris_lib.devtools.redis_server import free_port
 from solaris_lib.devtools.spark_standalone import SparkStandalone
 from solaris_lib.evaluation.serving import read_evaluation
 from solaris_lib.layout import EMBEDDINGS, DataLayout
+from solaris_lib.runs import read_report
 from tests.budgets import TEST_TIMEOUT_MS
 from tests.integration.orchestration.conftest import FIRST, ROOT
 
@@ -196,6 +197,10 @@ def check_metrics_reached_airflow(base: str, token: str, run_id: str, pipeline, 
     speculated = pq.read_table(layout.output("speculated", SECOND)).num_rows
     assert extra["speculate.pairs"] == speculated == extra["publish.pairs"] > 0
     assert extra["mine.quarantined_rows"] == 0 and extra["mine.rows.pair_stats"] > 0
+    # SECOND's run reads FIRST's misses again, from the Redis Cluster's stream, which never held
+    # the misses FIRST's own run read from the single server
+    first = read_report(SolarisSettings(data_root=str(pipeline.data_root)), "speculate", FIRST)
+    assert extra["speculate.misses_previous.lost_pairs"] == first["misses"]["pairs"]
     wanted, deadline = {"airflow.solaris.evaluate.coverage", "airflow.solaris.publish.pairs"}, \
         time.monotonic() + 10
     while not wanted <= set(statsd.gauges) and time.monotonic() < deadline:

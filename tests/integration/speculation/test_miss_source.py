@@ -93,3 +93,36 @@ def test_a_reported_miss_earns_its_weight_under_the_learned_scorer(spark, tmp_pa
     finally:
         past.release()
         mined.release()
+
+
+def test_a_second_read_reports_the_pairs_a_trim_took_since_the_first(redis_url, key_prefix):
+    """The next run reads the previous interval's misses again for its training candidates:
+    late writes only add to what the interval's own run read, a trim of the stream's head
+    takes, and the second read says how many pairs at least went missing."""
+    import redis
+
+    from solaris_lib.cache.format import misses_key
+    from solaris_lib.speculation.misses import against_earlier_read, read_stream
+
+    interval = Interval(T0, T0 + timedelta(hours=1))
+    stream, ms = misses_key(key_prefix), int(T0.timestamp() * 1000)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        for k in range(6):  # the interval's misses, written during it: ids follow the ts
+            r.xadd(stream, {"user": str(k), "items": f"{10 + k},{20 + k}", "ts": str(ms + k)},
+                   id=f"{ms + k}-0")
+        first = read_stream(redis_url, key_prefix, interval)
+        r.xadd(stream, {"user": "9", "items": "99", "ts": str(ms + 10)},
+               id=f"{ms + 3_600_000 + 5}-0")  # a late write, within the read's hour
+        again = against_earlier_read(read_stream(redis_url, key_prefix, interval),
+                                     first.as_dict())
+        assert (first.as_dict()["pairs"], again["pairs"]) == (12, 13)
+        assert (again["pairs_then"], again["lost_pairs"]) == (12, 0)
+        r.xtrim(stream, maxlen=3, approximate=False)  # the head goes: entries 0-3; entries 4, 5 and the late one stay
+        trimmed = against_earlier_read(read_stream(redis_url, key_prefix, interval),
+                                       first.as_dict())
+        assert (trimmed["pairs"], trimmed["pairs_then"], trimmed["lost_pairs"]) == (5, 12, 7)
+        no_earlier = against_earlier_read(read_stream(redis_url, key_prefix, interval), None)
+        assert (no_earlier["pairs_then"], no_earlier["lost_pairs"]) == (None, None)
+    finally:
+        r.close()
