@@ -26,6 +26,11 @@ weighted ``2^(-age / --interest-half-life)``). The rest of the state stays true,
 ceiling of a predictor that knows everything but the interests and plugs in its best point
 estimate of them (a posterior average over the interest could do slightly better); the median
 cosine of the estimates with the true interests is reported (``interest_cosine``).
+``--ends drawn`` hides the other fact no log holds, when each campaign will end: every replica
+draws the remaining lifetime of each campaign live at the cutoff from the simulator's own law
+(exponential, so the time already run says nothing; its mean grows with the campaign's
+popularity), while the actual future keeps the true ends. With both options the ceiling is that
+of a predictor that knows the simulator's laws and everything but these two hidden facts.
 
 ``--compare DUMP`` (a ``speculation-eval --dump-candidates`` folder of the same world, cutoff,
 horizon and budget, per-user allocation) also says where the run falls short of the ceiling
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import time
 from datetime import timedelta
@@ -182,16 +188,32 @@ def simulator_at(logs: str, cutoff) -> tuple[Simulator, int]:
 VARIANTS = ("per_user", "global", "per_user_seen_items", "global_seen_items")
 
 
-def _future(sim: Simulator, replica: int, first_day: int, days: int, end):
+def _future(sim: Simulator, replica: int, first_day: int, days: int, end,
+            draw_ends: bool = False):
     """Yield the log table of each hour before ``end`` of one independent future of ``sim``
-    (``days`` days from ``first_day``, the replica's own seed)."""
+    (``days`` days from ``first_day``, the replica's own seed); ``draw_ends``: the campaigns live
+    at the cutoff end when the replica draws (:func:`_draw_ends`), not when they really do."""
     future = copy.deepcopy(sim)
     future.cfg = sim.cfg.model_copy(update={"seed": 1_000_003 + replica})
+    if draw_ends:
+        _draw_ends(future, first_day * 24, np.random.default_rng([0xE4D, replica]))
     for day in range(first_day, first_day + days):
         for hour, table in future.day(day):
             if hour >= end:
                 return
             yield table
+
+
+def _draw_ends(sim: Simulator, hour: int, rng: np.random.Generator) -> None:
+    """In place: each campaign started before ``hour`` and live then gets a fresh remaining
+    lifetime from the simulator's law (``entities.lifetimes_hours``: exponential, memoryless)."""
+    from solaris_lib.simulate.entities import lifetimes_hours
+
+    items = sim.items
+    live = np.flatnonzero((items.start_hour < hour) & (items.end_hour > hour))
+    ends = items.end_hour.copy()
+    ends[live] = hour + lifetimes_hours(sim.cfg, items.popularity[live], rng)
+    sim.items = dataclasses.replace(items, end_hour=ends)
 
 
 def run_selection(candidates, budget: int):
@@ -306,6 +328,9 @@ def main() -> None:
                         "their estimates from the logs (see the module docstring)")
     parser.add_argument("--interest-half-life", type=float, default=24.0,
                         help="hours: the estimate's row weights halve with this age")
+    parser.add_argument("--ends", choices=("true", "drawn"), default="true",
+                        help="when the campaigns live at the cutoff end in the futures: "
+                        "really, or drawn per replica from the simulator's lifetime law")
     args = parser.parse_args()
     started = time.perf_counter()
     cutoff, horizon = parse_timestamp(args.cutoff), parse_duration(args.horizon)
@@ -342,7 +367,8 @@ def main() -> None:
     grids = (compare(args.compare, user_pos, item_pos, actual.shape, budget)
              if args.compare else None)
     for replica in range(args.replicas):
-        for table in _future(sim, replica, first_day, days, cutoff + horizon):
+        for table in _future(sim, replica, first_day, days, cutoff + horizon,
+                             args.ends == "drawn"):
             u, i = table.column("user_id").to_numpy(), table.column("item_id").to_numpy()
             keep = np.fromiter((int(x) in known_set for x in u), bool, len(u))
             _count(expected, u[keep], i[keep], user_row, item_col)
@@ -358,7 +384,7 @@ def main() -> None:
         print("gap: " + json.dumps(extra["gap"]), flush=True)
     print(json.dumps({
         "benchmark": "speculation_ceiling", "logs": args.logs, "cutoff": cutoff.isoformat(),
-        "interest": args.interest,
+        "interest": args.interest, "ends": args.ends,
         "horizon_s": horizon.total_seconds(), "budget_per_user": budget,
         "mean_future_pairs_per_user": round(float(pairs[pairs > 0].mean()), 1),
         "known_users": int(known.size), "future_rows_known": int(actual.sum()),

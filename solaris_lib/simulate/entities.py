@@ -63,7 +63,7 @@ def category_centroids(cfg: WorldConfig, rng: np.random.Generator) -> np.ndarray
     return unit_rows(rng.standard_normal((cfg.categories, cfg.latent_dim)))
 
 
-def _lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
+def lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
     """Campaign lifetimes: exponential, longer for popular campaigns, mean ``mean_campaign_days``."""
     kappa, alpha = cfg.lifetime_popularity_power, cfg.popularity_alpha
     mean_factor = alpha / (alpha - kappa) if kappa < alpha else float(np.mean(popularity**kappa))
@@ -83,7 +83,7 @@ def make_items(cfg: WorldConfig, centroids: np.ndarray, rng: np.random.Generator
     n = rng.poisson(rate_per_hour * horizon_hours)
     start = np.sort(rng.integers(-BURN_IN_DAYS * 24, cfg.days * 24, n))
     popularity = (1.0 - rng.random(n)) ** (-1.0 / cfg.popularity_alpha)
-    end = start + _lifetimes_hours(cfg, popularity, rng)
+    end = start + lifetimes_hours(cfg, popularity, rng)
     keep = end > 0
     n_kept = int(keep.sum())
     category = rng.integers(0, cfg.categories, n_kept).astype(np.int32)
