@@ -1,4 +1,5 @@
-"""benchmarks/speculation_ceiling.py's comparison of a run with the ceiling (``gap``)."""
+"""benchmarks/speculation_ceiling.py: the comparison of a run with the ceiling (``gap``) and the
+facts a reader of the logs lacks (estimated interests, drawn campaign ends)."""
 
 import importlib.util
 import json
@@ -89,3 +90,45 @@ def test_compare_reads_a_dump_onto_the_grid_and_refuses_another_run(tmp_path):
         ceiling.compare(str(other), user_pos, item_pos, (3, 4), 2)
     with pytest.raises(SystemExit, match="another world"):
         ceiling.compare(str(dump), user_pos, {10: 0, 11: 1}, (3, 2), 2)
+
+
+@pytest.fixture(scope="module")
+def small_world(tmp_path_factory):
+    """A 300-user, 3-day world on disk and the simulator replayed to its last midnight."""
+    from datetime import timedelta
+
+    from solaris_lib.simulate.config import WorldConfig
+    from solaris_lib.simulate.world import Simulator
+
+    cfg = WorldConfig(users=300, items=400, days=3, mean_requests_per_user_day=6.0)
+    out = tmp_path_factory.mktemp("ceiling") / "logs"
+    Simulator(cfg).run(str(out))
+    cutoff = cfg.start + timedelta(days=2)
+    sim, first_day = ceiling.simulator_at(str(out), cutoff)
+    return str(out), cutoff, sim, first_day
+
+
+def test_interests_estimated_from_the_logs_point_where_the_hidden_ones_do(small_world):
+    logs, cutoff, sim, _ = small_world
+    hidden = sim.users.interest.copy()
+    estimate, cosine = ceiling.estimate_interests(sim, logs, cutoff, half_life_h=24.0, steps=100)
+    assert np.array_equal(sim.users.interest, hidden)  # the hidden state is left as it was
+    seen = np.linalg.norm(estimate, axis=1) > 0
+    assert seen.mean() > 0.5 and np.allclose(np.linalg.norm(estimate[seen], axis=1), 1.0)
+    own = np.einsum("ud,ud->u", estimate[seen], hidden[seen])
+    assert cosine == pytest.approx(np.median(own)) and cosine > 0.8
+    other = np.einsum("ud,ud->u", estimate[seen], np.roll(hidden[seen], 1, axis=0))
+    assert np.median(other) < 0.5  # another user's interest is not as close
+
+
+def test_drawn_ends_change_only_the_campaigns_live_at_the_cutoff(small_world):
+    _, _, sim, first_day = small_world
+    hour, before = first_day * 24, sim.items
+    future = ceiling.copy.deepcopy(sim)
+    ceiling._draw_ends(future, hour, np.random.default_rng(0))
+    live = (before.start_hour < hour) & (before.end_hour > hour)
+    after = future.items.end_hour
+    assert live.sum() > 100 and (after[live] > hour).all()
+    assert np.array_equal(after[~live], before.end_hour[~live])
+    assert (after[live] != before.end_hour[live]).mean() > 0.9
+    assert np.array_equal(sim.items.end_hour, before.end_hour)  # the replayed state is kept
