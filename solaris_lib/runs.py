@@ -11,6 +11,7 @@ commands that write the same partitions outside the runner (``solaris infer-embe
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from solaris_lib.storage import atomic_folder, exists, is_complete, read_text, w
 REPORTS = "reports"
 REPORT_FILE = "report.json"
 INTERVAL_FILE = "interval.json"  # beside the report: the run's whole interval, not just its key
+log = logging.getLogger(__name__)
 
 
 def report_path(settings: SolarisSettings, job_name: str, interval: Interval) -> str:
@@ -72,6 +74,26 @@ def read_report(settings: SolarisSettings, job_name: str, interval: Interval) ->
     if not is_complete(folder) or not exists(join(folder, REPORT_FILE)):
         return None  # none, or only a claim (:func:`claim_interval`): the run did not finish
     return json.loads(read_text(join(folder, REPORT_FILE)))
+
+
+def earlier_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:
+    """The report of ``job_name``'s run of exactly ``interval``, for a later run to compare
+    with; None (logged) when there is none, it cannot be read, or its folder records another
+    interval (a run of another length at the same start). Never raises for what it finds."""
+    folder = report_path(settings, job_name, interval)
+    try:
+        report = read_report(settings, job_name, interval)
+        recorded = join(folder, INTERVAL_FILE)
+        if report is not None and exists(recorded):
+            if Interval.from_record(json.loads(read_text(recorded))) != interval:
+                log.warning("%s: the report under %s is not of %s: not compared", job_name,
+                            folder, interval)
+                return None
+    except (OSError, ValueError, ConfigError) as exc:
+        log.warning("%s: the report under %s cannot be read (%s): not compared", job_name,
+                    folder, exc)
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:

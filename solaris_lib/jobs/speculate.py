@@ -58,7 +58,7 @@ def _prepare(args, settings):
 
 def _run(spark, settings, request):
     from solaris_lib.layout import DataLayout
-    from solaris_lib.runs import read_report
+    from solaris_lib.runs import earlier_report
     from solaris_lib.speculation.misses import against_earlier_read, misses_frame, read_stream
     from solaris_lib.speculation.pipeline import run_speculate
 
@@ -74,7 +74,7 @@ def _run(spark, settings, request):
                            misses_frame(spark, past and past.rows))
     report["misses"] = found.as_dict() if found is not None else None
     if past is not None:
-        earlier = read_report(settings, JOB.name, interval.previous()) or {}
+        earlier = earlier_report(settings, JOB.name, interval.previous()) or {}
         report["misses_previous"] = against_earlier_read(past, earlier.get("misses"))
     else:
         report["misses_previous"] = None

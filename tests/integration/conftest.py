@@ -145,9 +145,20 @@ def precompute_first(pipeline) -> Published:
     """One real ``dag.test()`` run of the precompute DAG for FIRST (sensor, mine, speculate,
     infer, evaluate, publish as spark-submit jobs); shared by the tests that check what it
     served and by the multi-node run of the next interval through the scheduler."""
+    import redis
+
+    from solaris_lib.cache.format import misses_key
     from solaris_lib.client import SolarisClient
     from tests.budgets import TEST_TIMEOUT_MS
 
+    # misses a ranker reported during FIRST, of users no log knows (no candidate comes of them;
+    # the run counts them, and the next interval's run reads them again: test_multinode)
+    r = redis.Redis.from_url(pipeline.redis_url)
+    start_ms = int(FIRST.start.timestamp() * 1000)
+    for k in range(3):
+        r.xadd(misses_key(pipeline.key_prefix), {"user": str(10**15 + k), "items": "1,2",
+                                                  "ts": str(start_ms + k)}, id=f"{start_ms + k}-0")
+    r.close()
     assert run_dag("solaris_precompute", FIRST.end).state == "success"
     with SolarisClient.from_url(pipeline.redis_url, key_prefix=pipeline.key_prefix,
                                 timeout_ms=TEST_TIMEOUT_MS) as client:

@@ -198,9 +198,9 @@ def check_metrics_reached_airflow(base: str, token: str, run_id: str, pipeline, 
     assert extra["speculate.pairs"] == speculated == extra["publish.pairs"] > 0
     assert extra["mine.quarantined_rows"] == 0 and extra["mine.rows.pair_stats"] > 0
     # SECOND's run reads FIRST's misses again, from the Redis Cluster's stream, which never held
-    # the misses FIRST's own run read from the single server
+    # the 6 pairs FIRST's own run read from the single server (precompute_first wrote them)
     first = read_report(SolarisSettings(data_root=str(pipeline.data_root)), "speculate", FIRST)
-    assert extra["speculate.misses_previous.lost_pairs"] == first["misses"]["pairs"]
+    assert extra["speculate.misses_previous.lost_pairs"] == first["misses"]["pairs"] == 6
     wanted, deadline = {"airflow.solaris.evaluate.coverage", "airflow.solaris.publish.pairs"}, \
         time.monotonic() + 10
     while not wanted <= set(statsd.gauges) and time.monotonic() < deadline:

@@ -118,7 +118,8 @@ def test_a_second_read_reports_the_pairs_a_trim_took_since_the_first(redis_url, 
                                      first.as_dict())
         assert (first.as_dict()["pairs"], again["pairs"]) == (12, 13)
         assert (again["pairs_then"], again["lost_pairs"]) == (12, 0)
-        r.xtrim(stream, maxlen=3, approximate=False)  # the head goes: entries 0-3; entries 4, 5 and the late one stay
+        # the head goes (entries 0-3); entries 4, 5 and the late one stay
+        r.xtrim(stream, maxlen=3, approximate=False)
         trimmed = against_earlier_read(read_stream(redis_url, key_prefix, interval),
                                        first.as_dict())
         assert (trimmed["pairs"], trimmed["pairs_then"], trimmed["lost_pairs"]) == (5, 12, 7)

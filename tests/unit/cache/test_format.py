@@ -114,7 +114,7 @@ def test_decode_places_hits_and_fallback_rows():
     assert hit.tolist() == [True, False, True] and corrupt == 0
 
 
-def test_decode_puts_replies_in_the_rows_order_names():
+def test_decode_puts_each_reply_in_the_row_that_order_names():
     # replies in bucket order: reply i is row order[i]; a miss, a short value and an inf among them
     codec = Codec("fp16", 2)
     one, two, inf = b"\x00\x3c\x00\xc0", b"\x00\x38\x00\x38", b"\x00\x7c\x00\x3c"

@@ -4,6 +4,8 @@ Real Spark raises the executor error in tests/integration/reliability/test_bad_i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.errors import PySparkException
 
@@ -129,3 +131,24 @@ def test_the_commands_record_their_interval_as_the_job_does(command, job_name, w
     assert run_job(job, INTERVAL) == 2
     assert f"{job_name}: the partitions keyed 20260105T100000Z hold the interval " \
         "[2026-01-05T10:00:00+00:00, 2026-01-06T10:00:00+00:00)" in caplog.text
+
+
+def test_an_earlier_report_is_compared_only_when_it_is_of_that_very_interval(caplog, tmp_path):
+    """A later run compares with the report of the interval before it (the speculate job's
+    misses): a report of another length at that start, or one that cannot be read, is left
+    out with a warning and never fails the later run."""
+    from solaris_lib.config import SolarisSettings
+    from solaris_lib.intervals import Interval
+    from solaris_lib.runs import earlier_report, report_path, write_report
+
+    settings = SolarisSettings(data_root=str(tmp_path))
+    hour = Interval.parse("2026-01-05T10:00", "2026-01-05T11:00")
+    day = Interval.parse("2026-01-05T10:00", "2026-01-06T10:00")
+    assert earlier_report(settings, "speculate", hour) is None  # none yet
+    write_report(settings, "speculate", hour, {"misses": {"pairs": 3}})
+    assert earlier_report(settings, "speculate", hour) == {"misses": {"pairs": 3}}
+    assert earlier_report(settings, "speculate", day) is None
+    assert "is not of [2026-01-05T10:00:00+00:00, 2026-01-06T10:00:00+00:00)" in caplog.text
+    (Path(report_path(settings, "speculate", hour)) / "report.json").write_text("{")
+    assert earlier_report(settings, "speculate", hour) is None
+    assert "cannot be read" in caplog.text
