@@ -20,17 +20,16 @@ Usage: ``.venv/bin/python benchmarks/speculation_ceiling.py --logs var/world --c
 --horizon 7d --budget-factor 3 --replicas 8``. Last line: one JSON object.
 
 ``--interest estimated`` replaces every user's hidden interest by its estimate from the logs
-before the futures are drawn (:func:`estimate_interests`: the maximum-likelihood interest given
-the campaigns' true vectors, pacing and popularity and the simulator's candidate mix, rows
-weighted ``2^(-age / --interest-half-life)``). The rest of the state stays true, so this is the
-ceiling of a predictor that knows everything but the interests and plugs in its best point
-estimate of them (a posterior average over the interest could do slightly better); the median
-cosine of the estimates with the true interests is reported (``interest_cosine``).
-``--ends drawn`` hides the other fact no log holds, when each campaign will end: every replica
-draws the remaining lifetime of each campaign live at the cutoff from the simulator's own law
-(exponential, so the time already run says nothing; its mean grows with the campaign's
-popularity), while the actual future keeps the true ends. With both options the ceiling is that
-of a predictor that knows the simulator's laws and everything but these two hidden facts.
+before the futures are drawn (:func:`estimate_interests`: a penalised fit of a simplified
+likelihood under the campaigns' true vectors, pacing and popularity and the simulator's
+candidate mix, rows weighted ``2^(-age / --interest-half-life)``); the median cosine of the
+estimates with the true interests is reported (``interest_cosine``). ``--ends drawn`` hides the
+other fact no log holds, when each campaign will end: every replica draws the lifetime of each
+campaign live at the cutoff from the simulator's own law given the time it has run
+(:func:`_draw_ends`), while the actual future keeps the true ends. With both, the figures are
+those of a predictor that knows the simulator's laws and everything else of its state and
+estimates these two facts: not a strict bound for readers of the logs (a better estimate of
+the interests could do better), but a reference far better informed than any log.
 
 ``--compare DUMP`` (a ``speculation-eval --dump-candidates`` folder of the same world, cutoff,
 horizon and budget, per-user allocation) also says where the run falls short of the ceiling
@@ -57,6 +56,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from solaris_lib.intervals import parse_duration, parse_timestamp
+from solaris_lib.simulate.entities import (
+    MIN_LIFETIME_HOURS,
+    clip_lifetimes,
+    raw_lifetimes_hours,
+)
+from solaris_lib.simulate.requests import delivery_weight
 from solaris_lib.simulate.world import Simulator, load_world_config
 
 
@@ -75,14 +80,14 @@ def estimate_interests(sim: Simulator, logs: str, cutoff, half_life_h: float,
     """Each user's interest (U, d) unit rows, estimated from the rows before ``cutoff`` (users
     without rows keep a zero vector), and the median cosine with the true interests.
 
-    The likelihood of a row's item j is the simulator's candidate mix at the last hour before
-    the cutoff: ``mix_interest softmax_j(x . v_j + log delivery_j + power log popularity_j) +
-    mix_popular share_j + mix_explore / live``, over the live campaigns, with ``x`` free (its
-    norm takes the temperature); rows weighted by ``2^(-age / half_life_h)``, a small L2 on x,
-    ``steps`` full-batch Adam steps."""
+    The likelihood of a row's item j simplifies the simulator's candidate mix to one draw at
+    the last hour before the cutoff: ``mix_interest softmax_j(x . v_j + log delivery_j + power
+    log popularity_j) + mix_popular share_j + mix_explore / live``, over the campaigns live
+    then, with ``x`` free (its norm takes the temperature). Left out: the pool of each user's
+    top campaigns and the draws without replacement from it, each row's own hour (pacing,
+    campaigns ended since: their rows are dropped) and the clicks. Rows weighted by
+    ``2^(-age / half_life_h)``, a small L2 on x, ``steps`` full-batch Adam steps."""
     import torch
-
-    from solaris_lib.simulate.requests import delivery_weight
 
     cfg, items = sim.cfg, sim.items
     table = ds.dataset(logs, format="parquet", partitioning="hive", exclude_invalid_files=True
@@ -205,14 +210,18 @@ def _future(sim: Simulator, replica: int, first_day: int, days: int, end,
 
 
 def _draw_ends(sim: Simulator, hour: int, rng: np.random.Generator) -> None:
-    """In place: each campaign started before ``hour`` and live then gets a fresh remaining
-    lifetime from the simulator's law (``entities.lifetimes_hours``: exponential, memoryless)."""
-    from solaris_lib.simulate.entities import lifetimes_hours
-
+    """In place: each campaign started before ``hour`` and live then gets a lifetime drawn from
+    the simulator's law given that it has run ``age`` hours: its exponential draw is memoryless
+    beyond the minimum lifetime (``age + 1/2 +`` a fresh draw, rounded), and the clip to
+    ``[MIN_LIFETIME_HOURS, MAX_LIFETIME_HOURS]`` still holds, so a campaign near the maximum
+    ends when the maximum says."""
     items = sim.items
     live = np.flatnonzero((items.start_hour < hour) & (items.end_hour > hour))
+    age = hour - items.start_hour[live]
+    raw = raw_lifetimes_hours(sim.cfg, items.popularity[live], rng)
+    lifetime = clip_lifetimes(np.where(age >= MIN_LIFETIME_HOURS, age + 0.5 + raw, raw))
     ends = items.end_hour.copy()
-    ends[live] = hour + lifetimes_hours(sim.cfg, items.popularity[live], rng)
+    ends[live] = items.start_hour[live] + np.maximum(lifetime, age + 1)  # live at ``hour``
     sim.items = dataclasses.replace(items, end_hour=ends)
 
 

@@ -63,13 +63,27 @@ def category_centroids(cfg: WorldConfig, rng: np.random.Generator) -> np.ndarray
     return unit_rows(rng.standard_normal((cfg.categories, cfg.latent_dim)))
 
 
-def lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
-    """Campaign lifetimes: exponential, longer for popular campaigns, mean ``mean_campaign_days``."""
+MIN_LIFETIME_HOURS, MAX_LIFETIME_HOURS = 6, BURN_IN_DAYS * 24
+
+
+def raw_lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
+    """Campaign lifetimes (n,) float hours before rounding and clipping: exponential, longer for
+    popular campaigns (mean ``mean_campaign_days`` over the catalogue)."""
     kappa, alpha = cfg.lifetime_popularity_power, cfg.popularity_alpha
     mean_factor = alpha / (alpha - kappa) if kappa < alpha else float(np.mean(popularity**kappa))
     base_days = cfg.mean_campaign_days / mean_factor
     days = rng.exponential(base_days, popularity.size) * popularity**kappa
-    return np.clip(np.round(days * 24), 6, BURN_IN_DAYS * 24).astype(np.int64)
+    return days * 24
+
+
+def clip_lifetimes(hours: np.ndarray) -> np.ndarray:
+    """Whole hours (n,) int64 in ``[MIN_LIFETIME_HOURS, MAX_LIFETIME_HOURS]``."""
+    return np.clip(np.round(hours), MIN_LIFETIME_HOURS, MAX_LIFETIME_HOURS).astype(np.int64)
+
+
+def lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
+    """Campaign lifetimes (n,) int64 hours: :func:`raw_lifetimes_hours`, clipped."""
+    return clip_lifetimes(raw_lifetimes_hours(cfg, popularity, rng))
 
 
 def make_items(cfg: WorldConfig, centroids: np.ndarray, rng: np.random.Generator) -> Items:

@@ -109,6 +109,7 @@ def small_world(tmp_path_factory):
 
 
 def test_interests_estimated_from_the_logs_point_where_the_hidden_ones_do(small_world):
+    pytest.importorskip("torch")
     logs, cutoff, sim, _ = small_world
     hidden = sim.users.interest.copy()
     estimate, cosine = ceiling.estimate_interests(sim, logs, cutoff, half_life_h=24.0, steps=100)
@@ -122,6 +123,8 @@ def test_interests_estimated_from_the_logs_point_where_the_hidden_ones_do(small_
 
 
 def test_drawn_ends_change_only_the_campaigns_live_at_the_cutoff(small_world):
+    from solaris_lib.simulate.entities import MAX_LIFETIME_HOURS
+
     _, _, sim, first_day = small_world
     hour, before = first_day * 24, sim.items
     future = ceiling.copy.deepcopy(sim)
@@ -129,6 +132,8 @@ def test_drawn_ends_change_only_the_campaigns_live_at_the_cutoff(small_world):
     live = (before.start_hour < hour) & (before.end_hour > hour)
     after = future.items.end_hour
     assert live.sum() > 100 and (after[live] > hour).all()
+    lifetime = after[live] - before.start_hour[live]  # the law's clip holds given the age
+    assert (lifetime <= MAX_LIFETIME_HOURS).all() and (lifetime == MAX_LIFETIME_HOURS).any()
     assert np.array_equal(after[~live], before.end_hour[~live])
     assert (after[live] != before.end_hour[live]).mean() > 0.9
     assert np.array_equal(sim.items.end_hour, before.end_hour)  # the replayed state is kept
