@@ -218,7 +218,7 @@ def _draw_ends(sim: Simulator, hour: int, rng: np.random.Generator) -> None:
     items = sim.items
     live = np.flatnonzero((items.start_hour < hour) & (items.end_hour > hour))
     age = hour - items.start_hour[live]
-    raw = raw_lifetimes_hours(sim.cfg, items.popularity[live], rng)
+    raw = raw_lifetimes_hours(sim.cfg, items.popularity, rng)[live]  # the catalogue's law
     lifetime = clip_lifetimes(np.where(age >= MIN_LIFETIME_HOURS, age + 0.5 + raw, raw))
     ends = items.end_hour.copy()
     ends[live] = items.start_hour[live] + np.maximum(lifetime, age + 1)  # live at ``hour``

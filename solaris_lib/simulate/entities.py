@@ -68,7 +68,9 @@ MIN_LIFETIME_HOURS, MAX_LIFETIME_HOURS = 6, BURN_IN_DAYS * 24
 
 def raw_lifetimes_hours(cfg: WorldConfig, popularity: np.ndarray, rng) -> np.ndarray:
     """Campaign lifetimes (n,) float hours before rounding and clipping: exponential, longer for
-    popular campaigns (mean ``mean_campaign_days`` over the catalogue)."""
+    popular campaigns (mean ``mean_campaign_days`` over the catalogue: pass the whole
+    catalogue's ``popularity``, whose mean sets the scale when ``lifetime_popularity_power >=
+    popularity_alpha``)."""
     kappa, alpha = cfg.lifetime_popularity_power, cfg.popularity_alpha
     mean_factor = alpha / (alpha - kappa) if kappa < alpha else float(np.mean(popularity**kappa))
     base_days = cfg.mean_campaign_days / mean_factor
