@@ -42,9 +42,7 @@ def resolve_levels(exact: np.ndarray, cluster: np.ndarray | None = None,
     for the item's cluster is held; ``prior`` (n,) bool: the item's prior is held. None: the
     version does not serve that level (every row False).
     """
-    if cluster is None and prior is None:  # the exact level alone: one pass
-        return exact.astype(np.int8)  # True -> EXACT (1), False -> MISS (0)
-    level = np.where(exact, np.int8(Level.EXACT), np.int8(Level.MISS))
+    level = exact.astype(np.int8)  # True -> EXACT (1), False -> MISS (0): one cast
     for held, code in ((cluster, Level.CLUSTER), (prior, Level.ITEM)):
         if held is not None:
             level[(level == Level.MISS) & held] = code
