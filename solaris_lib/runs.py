@@ -83,17 +83,22 @@ def earlier_report(settings: SolarisSettings, job_name: str, interval: Interval)
     folder = report_path(settings, job_name, interval)
     try:
         report = read_report(settings, job_name, interval)
-        recorded = join(folder, INTERVAL_FILE)
-        if report is not None and exists(recorded):
-            if Interval.from_record(json.loads(read_text(recorded))) != interval:
-                log.warning("%s: the report under %s is not of %s: not compared", job_name,
-                            folder, interval)
-                return None
+        if report is not None and _recorded_interval(folder) not in (None, interval):
+            log.warning("%s: the report under %s is not of %s: not compared", job_name,
+                        folder, interval)
+            return None
     except (OSError, ValueError, ConfigError) as exc:
         log.warning("%s: the report under %s cannot be read (%s): not compared", job_name,
                     folder, exc)
         return None
     return report if isinstance(report, dict) else None
+
+
+def _recorded_interval(folder: str) -> Interval | None:
+    """The interval a report folder records; None for a folder written before intervals were
+    recorded. ValueError / ConfigError when the file is not an interval record."""
+    recorded = join(folder, INTERVAL_FILE)
+    return Interval.from_record(json.loads(read_text(recorded))) if exists(recorded) else None
 
 
 def refuse_another_length(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
@@ -102,15 +107,14 @@ def refuse_another_length(settings: SolarisSettings, job_name: str, interval: In
     schedule, a backfill of another length). A rerun of the same interval, and a partition
     written before its report recorded the interval, pass."""
     folder = report_path(settings, job_name, interval)
-    recorded = join(folder, INTERVAL_FILE)
-    if not is_complete(folder) or not exists(recorded):
+    if not is_complete(folder):
         return
     try:
-        earlier = Interval.from_record(json.loads(read_text(recorded)))
+        earlier = _recorded_interval(folder)
     except (ValueError, ConfigError) as exc:
-        raise ConfigError(f"{recorded} is not an interval as job reports record it ({exc}): "
-                          "delete its folder to run this interval") from exc
-    if earlier != interval:
+        raise ConfigError(f"{join(folder, INTERVAL_FILE)} is not an interval as job reports "
+                          f"record it ({exc}): delete its folder to run this interval") from exc
+    if earlier is not None and earlier != interval:
         finished = ("its report" if exists(join(folder, REPORT_FILE))
                     else "a run that did not finish: some may be written; its claim")
         raise ConfigError(

@@ -115,7 +115,8 @@ def _prior_embeddings(spark, embed, hist_path: str, items: np.ndarray):
 def infer_cluster_embeddings(spark, settings, interval, model_version: str | None = None, *,
                              k: int = 32, buckets: int = 4, seed: int = 7,
                              batch_users: int = 256, threads: int = 1,
-                             priors: bool = True, max_non_finite_share: float = MAX_NON_FINITE_SHARE) -> dict:
+                             priors: bool = True,
+                             max_non_finite_share: float = MAX_NON_FINITE_SHARE) -> dict:
     """Write the interval's ``item_clusters``, ``cluster`` and (with ``priors``) ``item_prior``
     tables with ``model_version`` (None: the serving version), as of ``interval.end``.
 
