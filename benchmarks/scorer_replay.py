@@ -21,7 +21,7 @@ budgets, and reports coverage of the known users' future rows (the report's deno
   future rows, each half of the users (a hash) scored by a fit on the other half: what these
   features can do when training and scoring share one geometry (the learner's reference above
   the floor; ``speculation-eval`` trains on a shorter split when the history is short);
-* ``mlp`` (``--mlp``): a small network (22-64-32-1, ReLU) fitted by Poisson likelihood of the
+* ``mlp`` (``--mlp``): a small network (k-64-32-1, ReLU, k features) fitted by Poisson likelihood of the
   rows (log link) on the training split, and with ``--in-sample`` also ``mlp_in_sample``:
   a flexible learner on the same features, in both geometries.
 

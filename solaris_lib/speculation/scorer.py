@@ -24,6 +24,9 @@ audience_sim     the user's unit short query . the item's audience (the unit mea
 choice           x_u . y_j + b_j, the choice model's logit (:mod:`choice`; 0 without its vectors)
 choice_sim_short the user's unit short query in the choice model's item space . the item's unit
                  choice vector (:func:`recent.choice_short_interest`; 0 without)
+choice_rank      log(the item's rank among the user's candidates by ``choice_sim_short``, 1 the
+                 highest; equal values share the best rank): where the item stands in this
+                 user's list, which the similarity's scale, different per user, does not say
 user_rate        log(the user's requests per day since first seen in the window, the span
                  floored at 6 h); 0 for users without history
 faiss            1 when FAISS retrieved the pair, else 0 (with the repeat source on, FAISS pools
@@ -62,7 +65,7 @@ FEATURES = (
     "pair_n", "pair_decayed", "pair_recency", "pair_clicks", "item_pop", "item_trend",
     "item_recency", "item_age", "user_act", "p_pop", "p_rep", "als", "recent_sim",
     "recent_sim_short", "audience_sim", "faiss", "item_faiss", "cooc", "miss", "choice",
-    "choice_sim_short", "user_rate",
+    "choice_sim_short", "user_rate", "choice_rank",
 )
 RATE_FLOOR_S = 6 * 3600.0
 SOURCE_VALUES = ("faiss_score", "item_faiss_score", "cooc_score", "miss_count", "popular_score")
@@ -128,7 +131,19 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     df = df.select("user_id", "item_id", sources_of("source_flags").alias("sources"),
                    "source_flags", "popular_score",
                    *[c.cast("double").alias(name) for name, c in columns.items()])
-    return df.withColumn("heuristic", heuristic_score())
+    return df.withColumn("choice_rank", rank_within_user("choice_sim_short")).withColumn(
+        "heuristic", heuristic_score())
+
+
+def rank_within_user(feature: str):
+    """Column: log of the pair's rank among its user's candidates by ``feature``, descending
+    (0.0 for the best; pairs of equal value share the best rank, so a user whose values are all
+    equal, e.g. 0 without vectors, gets 0.0 everywhere)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_user = Window.partitionBy("user_id").orderBy(F.col(feature).desc())
+    return F.log(F.rank().over(by_user).cast("double"))
 
 
 def _source_columns(candidates):
