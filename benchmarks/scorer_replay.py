@@ -21,7 +21,7 @@ budgets, and reports coverage of the known users' future rows (the report's deno
   future rows, each half of the users (a hash) scored by a fit on the other half: what these
   features can do when training and scoring share one geometry (the learner's reference above
   the floor; ``speculation-eval`` trains on a shorter split when the history is short);
-* ``mlp`` (``--mlp``): a small network (k-64-32-1, ReLU, k features) fitted by Poisson likelihood of the
+* ``mlp`` (``--mlp``): a network (k-64-32-1, ReLU, k features) fitted by Poisson likelihood of the
   rows (log link) on the training split, and with ``--in-sample`` also ``mlp_in_sample``:
   a flexible learner on the same features, in both geometries.
 
@@ -59,6 +59,12 @@ def load(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     future = pd.read_parquet(dump / "future")
     candidates = pd.read_parquet(dump / "candidates").merge(
         future, on=["user_id", "item_id"], how="left").fillna({"rows": 0.0})
+    from solaris_lib.speculation.scorer import FEATURES
+
+    absent = [f for f in FEATURES if f not in train.columns or f not in candidates.columns]
+    if absent:
+        raise SystemExit(f"scorer_replay: {dump} lacks the features {', '.join(absent)}: it was "
+                         "dumped by an earlier version; run speculation-eval again")
     budgets = json.loads((dump / "budget.json").read_text())
     budgets["denominator"] = float(future["rows"].sum())
     return train, candidates, budgets

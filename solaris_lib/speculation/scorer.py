@@ -25,8 +25,9 @@ choice           x_u . y_j + b_j, the choice model's logit (:mod:`choice`; 0 wit
 choice_sim_short the user's unit short query in the choice model's item space . the item's unit
                  choice vector (:func:`recent.choice_short_interest`; 0 without)
 choice_rank      log(the item's rank among the user's candidates by ``choice_sim_short``, 1 the
-                 highest; equal values share the best rank): where the item stands in this
-                 user's list, which the similarity's scale, different per user, does not say
+                 highest; equal values share their mean rank, so a user whose values are all
+                 equal, e.g. 0 without a choice query, gets the middle of the list): where the
+                 item stands in this user's list
 user_rate        log(the user's requests per day since first seen in the window, the span
                  floored at 6 h); 0 for users without history
 faiss            1 when FAISS retrieved the pair, else 0 (with the repeat source on, FAISS pools
@@ -76,8 +77,8 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     """Join the statistics of ``mined`` onto candidates and compute :data:`FEATURES` + heuristic.
 
     ``with_als`` False skips the factor-space features (``als``, ``recent_sim``,
-    ``recent_sim_short``, ``audience_sim``, ``choice`` and ``choice_sim_short`` are 0,
-    :mod:`factor_scores`), for runs that do not use them.
+    ``recent_sim_short``, ``audience_sim``, ``choice``, ``choice_sim_short`` and
+    ``choice_rank`` are 0, :mod:`factor_scores`), for runs that do not use them.
     """
     from pyspark.sql import functions as F
 
@@ -131,19 +132,23 @@ def add_features(candidates, mined: Mined, with_als: bool = True):
     df = df.select("user_id", "item_id", sources_of("source_flags").alias("sources"),
                    "source_flags", "popular_score",
                    *[c.cast("double").alias(name) for name, c in columns.items()])
-    return df.withColumn("choice_rank", rank_within_user("choice_sim_short")).withColumn(
-        "heuristic", heuristic_score())
+    rank = rank_within_user("choice_sim_short") if with_als else F.lit(0.0)
+    df = df.withColumn("choice_rank", rank)
+    return df.withColumn("heuristic", heuristic_score())
 
 
 def rank_within_user(feature: str):
-    """Column: log of the pair's rank among its user's candidates by ``feature``, descending
-    (0.0 for the best; pairs of equal value share the best rank, so a user whose values are all
-    equal, e.g. 0 without vectors, gets 0.0 everywhere)."""
+    """Column: log of the pair's rank among its user's candidates by ``feature`` (not null),
+    descending: 0.0 for the best. Pairs of equal value share their mean rank, so the n pairs of
+    a user whose values are all equal (0 without a choice query) get log((n + 1) / 2), what a
+    random order gives on average, not the best rank."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     by_user = Window.partitionBy("user_id").orderBy(F.col(feature).desc())
-    return F.log(F.rank().over(by_user).cast("double"))
+    first = F.rank().over(by_user)  # the tie's best rank
+    last = F.count(F.lit(1)).over(by_user)  # the default frame ends after the row's peers
+    return F.log((first + last).cast("double") / 2.0)
 
 
 def _source_columns(candidates):

@@ -139,6 +139,15 @@ def test_choice_short_queries_are_the_short_mean_in_choice_space(spark, mined):
     assert all(np.allclose(got[u], q / np.linalg.norm(q), atol=1e-4) for u, q in expected.items())
     got_units = {r.item_id: np.array(r.factor) for r in units.collect()}
     assert all(np.allclose(got_units[i], unit[i], atol=1e-6) for i in unit)
+    pairs = spark.createDataFrame(
+        [(u, i, [], None, None, None, None) for u in expected for i in choice],
+        "user_id long, item_id long, sources array<string>, faiss_score double, "
+        "item_faiss_score double, cooc_score double, miss_count double")
+    features = add_features(pairs, with_choice).select(
+        "user_id", "choice_sim_short", "choice_rank").toPandas()
+    ranks = features.groupby("user_id")["choice_sim_short"].rank(ascending=False)  # pandas'
+    assert features["choice_sim_short"].nunique() > len(expected)  # not all ties
+    np.testing.assert_allclose(features["choice_rank"], np.log(ranks), atol=1e-12)
 
 
 def test_short_interest_features_of_every_pair(spark, mined):

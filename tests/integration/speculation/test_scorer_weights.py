@@ -59,15 +59,17 @@ def test_spark_scores_are_the_models_probabilities(spark):
     np.testing.assert_allclose(rows["score"].to_numpy(), expected, rtol=1e-12)
 
 
-def test_choice_rank_is_the_log_rank_within_the_user_ties_sharing_the_best(spark):
-    """Ranks by hand: user 1's values 0.9, 0.5, 0.5, 0.1 rank 1, 2, 2, 4; user 2, whose values
-    are all 0 (no choice vectors), ranks every pair first."""
+def test_choice_rank_is_the_log_rank_within_the_user_ties_sharing_their_mean(spark):
+    """Ranks by hand: user 1's values 0.9, 0.5, 0.5, 0.1 rank 1, 2.5, 2.5, 4; user 2's three
+    values, all 0 (no choice query), rank 2 each, the middle of its list."""
     import math
 
-    rows = [(1, 10, 0.5), (1, 11, 0.9), (1, 12, 0.1), (1, 13, 0.5), (2, 10, 0.0), (2, 11, 0.0)]
+    rows = [(1, 10, 0.5), (1, 11, 0.9), (1, 12, 0.1), (1, 13, 0.5), (2, 10, 0.0), (2, 11, 0.0),
+            (2, 12, 0.0)]
     frame = spark.createDataFrame(rows, "user_id long, item_id long, choice_sim_short double")
     got = {(r.user_id, r.item_id): r.choice_rank for r in frame.select(
         "user_id", "item_id", scorer.rank_within_user("choice_sim_short").alias("choice_rank"))
         .collect()}
-    assert got == {(1, 10): math.log(2), (1, 11): 0.0, (1, 12): math.log(4),
-                   (1, 13): math.log(2), (2, 10): 0.0, (2, 11): 0.0}
+    assert got == pytest.approx({(1, 10): math.log(2.5), (1, 11): 0.0, (1, 12): math.log(4),
+                                 (1, 13): math.log(2.5), (2, 10): math.log(2),
+                                 (2, 11): math.log(2), (2, 12): math.log(2)}, abs=1e-12)
