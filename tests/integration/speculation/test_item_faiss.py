@@ -17,6 +17,7 @@ from solaris_lib.speculation.candidates import (
     seen_lists,
 )
 from solaris_lib.speculation.config import MineConfig, SpeculateConfig
+from solaris_lib.speculation.factor_scores import PRODUCTS
 from solaris_lib.speculation.mined import Mined
 from solaris_lib.speculation.pipeline import mined_in_memory, speculate_frames
 from solaris_lib.speculation.recent import (
@@ -175,6 +176,8 @@ def test_short_interest_features_are_zero_without_the_column(spark, mined):
         "item_faiss_score double, cooc_score double, miss_count double"))
     rows = add_features(pairs, old).collect()
     assert rows and all(r.recent_sim_short == 0.0 and r.audience_sim == 0.0 for r in rows)
+    unused = add_features(pairs, mined, with_als=False).collect()  # a run that uses no factors
+    assert unused and all(r[name] == 0.0 for r in unused for name in (*PRODUCTS, "choice_rank"))
 
 
 def test_item_faiss_returns_each_users_nearest_live_items(spark, mined):
