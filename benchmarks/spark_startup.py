@@ -1,14 +1,17 @@
-"""A pipeline stage's spark-submit with and without the Spark class archive (``sparkcds``).
+"""A pipeline stage's spark-submit bare, with the Spark class archive (``sparkcds``), and with
+the archive and PySpark's zip byte-compiled (``sparkpyc``): what ``make test`` and ``make demo`` run.
 
 The stage is the one the DAG's ``mine`` task submits, with the application, arguments and Spark
 properties the task's operator gets (``sparkconf.submission`` for a ``local[2]`` connection, as
 in ``make demo``) and the JVM options of the caller's ``SPARK_SUBMIT_OPTS`` (none by default,
 as in a deployment), on one hour of a small simulated world: small on purpose, so that the
-figure is what the archive changes, the JVM's start-up. Runs alternate (without, with) so that a
-change in the machine's load touches both. Wall seconds and CPU seconds (the spark-submit and all
-its descendants: launcher, JVM, Python driver, Python workers) per run; ``ratio_wall`` and
-``ratio_cpu`` = with / without (medians), below 1 when the archive helps. Last line: one JSON
-object.
+figure is what start-up costs. Runs alternate (bare, archive, both) so that a change in the
+machine's load touches each kind. The runs without bytecode move a source-only copy of the
+installation's ``pyspark.zip`` into place and the compiled one back after them (``sparkpyc``
+compiles it again if the benchmark is killed in between). Wall seconds and CPU seconds (the
+spark-submit and all its descendants: launcher, JVM, Python driver, Python workers) per run;
+``ratio_wall`` and ``ratio_cpu`` (medians): ``archive`` = archive / bare, ``bytecode`` = both /
+archive, ``both`` = both / bare, below 1 when it helps. Last line: one JSON object.
 
     python benchmarks/spark_startup.py [--runs 3]
 """
@@ -24,10 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from solaris_lib import sparkcds
+from solaris_lib import sparkcds, sparkpyc
 from solaris_lib.config import SolarisSettings, settings_env
 from solaris_lib.orchestration.dagspec import job_path
 from solaris_lib.orchestration.sparkconf import SparkTarget, submission
@@ -66,31 +71,65 @@ def submit(data_root: Path, archive: bool, world: WorldConfig) -> tuple[float, f
     return wall, _children_cpu() - cpu
 
 
+def source_only(zip_path: Path, out: Path) -> None:
+    """A copy of the zip ``zip_path`` without its bytecode entries, written to ``out``."""
+    with zipfile.ZipFile(zip_path) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            if not info.filename.endswith(".pyc"):
+                dst.writestr(info, src.read(info))
+
+
+@contextmanager
+def zip_in_place(zip_path: Path, replacement: Path):
+    """``replacement`` as the installation's zip for the block, the zip as it was after it."""
+    saved = zip_path.with_name(".pyspark-compiled.zip")
+    os.replace(zip_path, saved)
+    try:
+        os.link(replacement, zip_path)
+        yield
+    finally:
+        os.replace(saved, zip_path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each kind")
     args = parser.parse_args()
-    if not sparkcds.ensure():
-        raise SystemExit("the class archive could not be built (see the warning above)")
+    zip_path = sparkpyc.ensure()
+    if not sparkcds.ensure() or zip_path is None:
+        raise SystemExit("the class archive or the compiled zip could not be made (see above)")
     world = WorldConfig(users=150, items=200, days=3, seed=11)
-    runs: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
-    with tempfile.TemporaryDirectory(prefix="solaris-bench-startup-") as tmp:
+    kinds = {"bare": (False, False), "archive": (True, False), "both": (True, True)}
+    runs: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory(prefix="solaris-bench-startup-") as tmp, \
+            tempfile.TemporaryDirectory(prefix=".solaris-bench-", dir=zip_path.parent) as beside:
+        sources = Path(beside) / "pyspark.zip"  # on the zip's file system: linked into place
+        source_only(zip_path, sources)
         Simulator(world).run(str(Path(tmp) / "logs"))
-        submit(Path(tmp), False, world)  # the page cache and Python's bytecode, warm for both
+        submit(Path(tmp), False, world)  # the page cache, warm for every kind
         for index in range(args.runs):
-            for kind in runs:
-                runs[kind].append(submit(Path(tmp), kind == "with", world))
+            for kind, (archive, bytecode) in kinds.items():
+                if bytecode:
+                    runs[kind].append(submit(Path(tmp), archive, world))
+                else:
+                    with zip_in_place(zip_path, sources):
+                        runs[kind].append(submit(Path(tmp), archive, world))
                 wall, cpu = runs[kind][-1]
-                print(f"run {index + 1}/{args.runs} {kind:>7} archive: {wall:5.1f} s wall, "
+                print(f"run {index + 1}/{args.runs} {kind:>7}: {wall:5.1f} s wall, "
                       f"{cpu:5.1f} CPU-s", flush=True)
     median = {kind: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
               for kind, r in runs.items()}
+    pairs = {"archive": ("archive", "bare"), "bytecode": ("both", "archive"),
+             "both": ("both", "bare")}
     print(json.dumps({
-        "job": "mine_logs as the DAG task submits it (local[2], one hour of a 150-user world)", "jvm_options": JVM or "(default)", "runs": args.runs,
+        "job": "mine_logs as the DAG task submits it (local[2], one hour of a 150-user world)",
+        "jvm_options": JVM or "(default)", "runs": args.runs,
         "wall_s": {kind: round(m[0], 2) for kind, m in median.items()},
         "cpu_s": {kind: round(m[1], 2) for kind, m in median.items()},
-        "ratio_wall": round(median["with"][0] / median["without"][0], 3),
-        "ratio_cpu": round(median["with"][1] / median["without"][1], 3),
+        "ratio_wall": {name: round(median[a][0] / median[b][0], 3)
+                       for name, (a, b) in pairs.items()},
+        "ratio_cpu": {name: round(median[a][1] / median[b][1], 3)
+                      for name, (a, b) in pairs.items()},
         "archive_mb": round(sparkcds.archive_path().stat().st_size / 1e6),
     }))
     return 0

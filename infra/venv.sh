@@ -21,6 +21,8 @@ echo "[venv] installing pinned requirements (first time: about 2 minutes)"
 # retried by infra/services.sh before the first Spark job.
 "$VENV/bin/python" -m pip install --quiet -c requirements.txt pyspark pandas pyarrow numpy 2>&1 \
   | grep -v "is ignored" || true
+# PySpark's modules byte-compiled in its zip first (solaris_lib/sparkpyc.py, about 2 s)
+PYTHONPATH=. "$VENV/bin/python" -m solaris_lib.sparkpyc --quiet-when-present || true
 PYTHONPATH=. "$VENV/bin/python" -m solaris_lib.sparkcds --quiet-when-present \
   > "$VENV/spark-archive.log" 2>&1 &
 archive=$!

@@ -1,5 +1,7 @@
-"""The Spark class archive (sparkcds.py) with a real spark-submit: a local job maps Spark's
-classes from it, and a JVM that cannot use it starts as usual, its stdout its own."""
+"""The Spark class archive (sparkcds.py) and PySpark's compiled zip (sparkpyc.py) with a real
+spark-submit: a local job maps Spark's classes from the archive and its Python driver and worker
+load PySpark's bytecode from the zip; a JVM that cannot use the archive starts as usual, its
+stdout its own."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from solaris_lib import sparkcds
+from solaris_lib import sparkcds, sparkpyc
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -18,6 +20,10 @@ JOB = """
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 print(spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().count())
+import pyspark.sql.functions
+worker = spark.sparkContext.parallelize([0], 1).map(
+    lambda _: __import__("sys").modules["pyspark.worker"].__file__).collect()[0]
+print(pyspark.sql.functions.__file__, worker)
 spark.stop()
 """
 
@@ -31,13 +37,19 @@ def _submit(tmp_path: Path, options: str) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_local_job_maps_sparks_classes_from_the_archive(tmp_path):
+def test_a_local_job_maps_sparks_classes_from_the_archive_and_loads_pyspark_bytecode(tmp_path):
     options = sparkcds.ensure()  # infra/services.sh built it; else it is built here
     assert options, "the archive could not be built"
+    zip_path = sparkpyc.ensure()  # likewise
+    assert zip_path is not None, "the PySpark zip could not be compiled"
     loads = tmp_path / "classes.txt"
     done = _submit(tmp_path, f"{options} -Xlog:class+load=info:file={loads}")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "7"
+    count, modules = done.stdout.strip().split("\n")
+    assert count == "7"
+    driver, worker = modules.split()  # spark-submit put the zip first on both paths
+    assert driver == f"{zip_path}/pyspark/sql/functions/__init__.pyc"
+    assert worker == f"{zip_path}/pyspark/worker.pyc"
     archived = [line for line in loads.read_text().splitlines()
                 if "org.apache.spark." in line and "shared objects file (top)" in line]
     assert len(archived) > 2000  # SparkContext, SQL, Arrow: the warm-up job's classes
