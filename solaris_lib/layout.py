@@ -13,9 +13,12 @@ Paths are strings so that a URI root (``hdfs://``) works unchanged on a cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
+
+if TYPE_CHECKING:  # pydantic, 0.3 s: not for the executors' readers that import this module
+    from solaris_lib.config import SolarisSettings
 
 MINED = "mined"
 RETRIEVAL = "retrieval"

@@ -89,3 +89,16 @@ def test_no_module_reaches_itself_through_its_imports():
 def test_the_checks_see_a_cycle():
     assert _cycle_through({"a": {"b"}, "b": {"c"}, "c": {"a"}}, "a") == ["a", "b", "c", "a"]
     assert _cycle_through({"a": {"b"}, "b": set()}, "a") is None
+
+
+def test_the_executors_log_reader_imports_no_pydantic():
+    """Every Spark job's Python workers import ``logs.reader`` (its ``mapInArrow`` function);
+    the settings' pydantic (0.3 s a process) stays out of them."""
+    import subprocess
+    import sys
+
+    code = "import sys, solaris_lib.logs.reader; print(sorted(m for m in sys.modules " \
+           "if m.split('.')[0] in ('pydantic', 'pydantic_settings')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT.parent)
+    assert done.stdout.strip() == "[]"
