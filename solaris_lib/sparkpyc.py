@@ -72,7 +72,8 @@ def compile_into(path: Path) -> int:
                        and "/tests/" not in info.filename]
             for info in sources:
                 source = archive.read(info)
-                code = compile(source, info.filename, "exec", dont_inherit=True)
+                # the name a compile from the zip's source gives (tracebacks name the zip)
+                code = compile(source, f"{path}/{info.filename}", "exec", dont_inherit=True)
                 pyc = _checked_hash_pyc(code, source)
                 archive.writestr(zipfile.ZipInfo(info.filename[:-3] + ".pyc", info.date_time),
                                  pyc, compress_type=zipfile.ZIP_DEFLATED)

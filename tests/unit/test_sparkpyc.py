@@ -11,7 +11,7 @@ from pathlib import Path
 
 from solaris_lib import sparkpyc
 
-SOURCES = {"pyspark/__init__.py": "", "pyspark/mod.py": "X = 1\n",
+SOURCES = {"pyspark/__init__.py": "", "pyspark/mod.py": "X = 1\ndef f(): pass\n",
            "pyspark/tests/test_mod.py": "Y = 1\n"}
 
 
@@ -22,14 +22,15 @@ def _zip(path: Path, entries: dict[str, str | bytes]) -> Path:
     return path
 
 
-def _import(zip_path: Path, module: str) -> tuple[str, str]:
-    """(module.__file__, repr of its X) imported from ``zip_path`` alone in a new Python."""
+def _import(zip_path: Path, module: str) -> tuple[str, str, str]:
+    """(module.__file__, repr of its X, its f's code file name) imported from ``zip_path``
+    alone in a new Python."""
     code = (f"import sys; sys.path.insert(0, {str(zip_path)!r}); import {module} as m; "
-            "print(m.__file__); print(repr(getattr(m, 'X', None)))")
+            "print(m.__file__); print(repr(m.X)); print(m.f.__code__.co_filename)")
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                           check=True)
-    file, value = done.stdout.split()
-    return file, value
+    file, value, code_file = done.stdout.split()
+    return file, value, code_file
 
 
 def test_modules_load_from_bytecode_beside_unchanged_entries(tmp_path):
@@ -45,8 +46,9 @@ def test_modules_load_from_bytecode_beside_unchanged_entries(tmp_path):
     assert {"pyspark/__init__.pyc", "pyspark/mod.pyc"} <= names
     assert "pyspark/tests/test_mod.pyc" not in names
     assert sparkpyc.bytecode_magic(path) == importlib.util.MAGIC_NUMBER
-    file, value = _import(path, "pyspark.mod")
+    file, value, code_file = _import(path, "pyspark.mod")
     assert file.endswith("pyspark/mod.pyc") and value == "1"
+    assert code_file == f"{path}/pyspark/mod.py"  # as compiled from the zip's source
 
 
 def test_a_changed_source_is_compiled_not_its_stale_bytecode(tmp_path):
@@ -54,9 +56,9 @@ def test_a_changed_source_is_compiled_not_its_stale_bytecode(tmp_path):
     sparkpyc.compile_into(compiled)
     with zipfile.ZipFile(compiled) as archive:
         stale = archive.read("pyspark/mod.pyc")
-    changed = _zip(tmp_path / "changed.zip", {**SOURCES, "pyspark/mod.py": "X = 2\n",
+    changed = _zip(tmp_path / "changed.zip", {**SOURCES, "pyspark/mod.py": "X = 2\ndef f(): pass\n",
                                               "pyspark/mod.pyc": stale})
-    file, value = _import(changed, "pyspark.mod")
+    file, value, _ = _import(changed, "pyspark.mod")
     assert file.endswith("pyspark/mod.py") and value == "2"
 
 
