@@ -8,7 +8,7 @@ as in a deployment), on one hour of a small simulated world: small on purpose, s
 figure is what start-up costs. Runs alternate (bare, archive, both) so that a change in the
 machine's load touches each kind. The runs without bytecode move a source-only copy of the
 installation's ``pyspark.zip`` into place and the compiled one back after them (``sparkpyc``
-compiles it again if the benchmark is killed in between). Wall seconds and CPU seconds (the
+compiles it again if the benchmark is killed in between): run no other Spark job beside it. Wall seconds and CPU seconds (the
 spark-submit and all its descendants: launcher, JVM, Python driver, Python workers) per run;
 ``ratio_wall`` and ``ratio_cpu`` (medians): ``archive`` = archive / bare, ``bytecode`` = both /
 archive, ``both`` = both / bare, below 1 when it helps. Last line: one JSON object.
@@ -81,14 +81,20 @@ def source_only(zip_path: Path, out: Path) -> None:
 
 @contextmanager
 def zip_in_place(zip_path: Path, replacement: Path):
-    """``replacement`` as the installation's zip for the block, the zip as it was after it."""
-    saved = zip_path.with_name(".pyspark-compiled.zip")
-    os.replace(zip_path, saved)
-    try:
-        os.link(replacement, zip_path)
-        yield
-    finally:
-        os.replace(saved, zip_path)
+    """``replacement`` as the installation's zip for the block, the zip as it was after it.
+    Each swap is one rename (the path always names a whole zip) under ``sparkpyc``'s lock;
+    a Spark job started elsewhere meanwhile would read the other zip: run nothing beside."""
+    saved, staged = (zip_path.with_name(f".pyspark-{name}.zip") for name in ("compiled", "staged"))
+    with sparkpyc.locked(zip_path):
+        for leftover in (saved, staged):
+            leftover.unlink(missing_ok=True)
+        os.link(zip_path, saved)
+        os.link(replacement, staged)
+        os.replace(staged, zip_path)
+        try:
+            yield
+        finally:
+            os.replace(saved, zip_path)
 
 
 def main() -> int:

@@ -29,7 +29,7 @@ ensure_java() {
 
 ensure_spark_archive() {  # the JVM class archive every Spark job starts with (built once, ~30 s)
   # and PySpark's modules byte-compiled in its zip (solaris_lib/sparkpyc.py, once, ~2 s)
-  "$PROJECT_PYTHON" -m solaris_lib.sparkpyc --quiet-when-present
+  "$PROJECT_PYTHON" -m solaris_lib.sparkpyc --quiet-when-present || true
   "$PROJECT_PYTHON" -m solaris_lib.sparkcds --quiet-when-present
 }
 

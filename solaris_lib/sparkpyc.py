@@ -20,6 +20,7 @@ tests (``*/tests/*``) stay sources.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import logging
 import marshal
@@ -29,11 +30,15 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 MARKER = "pyspark/__init__.pyc"  # present once the zip holds bytecode
+# what reading, compiling or replacing the zip may raise (a source with null bytes: ValueError)
+FAILURES = (OSError, ValueError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError)
 
 
 def zip_path() -> Path:
@@ -59,6 +64,26 @@ def _checked_hash_pyc(code, source: bytes) -> bytes:
             + importlib.util.source_hash(source) + marshal.dumps(code))
 
 
+@contextmanager
+def locked(path: Path):
+    """The zip ``path`` to this process alone among those that take this lock (``ensure``,
+    ``benchmarks/spark_startup.py``): a lock file beside it."""
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _compiled(source: bytes, name: str) -> bytes | None:
+    """Checked-hash bytecode of ``source`` compiled as ``name``, None when it does not compile
+    (that module then loads from its source, as before)."""
+    try:
+        code = compile(source, name, "exec", dont_inherit=True, optimize=0)  # asserts kept
+    except (SyntaxError, ValueError) as exc:
+        log.warning("%s left as source: %s", name, exc)
+        return None
+    return _checked_hash_pyc(code, source)
+
+
 def compile_into(path: Path) -> int:
     """Append checked-hash bytecode of every module source of the zip ``path`` (tests aside)
     to a copy of it and move the copy over ``path``; returns the count of modules compiled."""
@@ -70,18 +95,20 @@ def compile_into(path: Path) -> int:
         with zipfile.ZipFile(partial, "a", compression=zipfile.ZIP_DEFLATED) as archive:
             sources = [info for info in archive.infolist() if info.filename.endswith(".py")
                        and "/tests/" not in info.filename]
+            count = 0
             for info in sources:
-                source = archive.read(info)
                 # the name a compile from the zip's source gives (tracebacks name the zip)
-                code = compile(source, f"{path}/{info.filename}", "exec", dont_inherit=True)
-                pyc = _checked_hash_pyc(code, source)
-                archive.writestr(zipfile.ZipInfo(info.filename[:-3] + ".pyc", info.date_time),
-                                 pyc, compress_type=zipfile.ZIP_DEFLATED)
+                pyc = _compiled(archive.read(info), f"{path}/{info.filename}")
+                if pyc is not None:
+                    archive.writestr(zipfile.ZipInfo(info.filename[:-3] + ".pyc",
+                                                     info.date_time),
+                                     pyc, compress_type=zipfile.ZIP_DEFLATED)
+                    count += 1
         shutil.copymode(path, partial)
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-    return len(sources)
+    return count
 
 
 def ensure() -> Path | None:
@@ -96,6 +123,16 @@ def ensure() -> Path | None:
     if not path.is_file():
         log.warning("no PySpark zip at %s", path)
         return None
+    try:
+        with locked(path):  # another process may be compiling it: checked again once it is done
+            return _ensure_compiled(path)
+    except FAILURES as exc:
+        log.warning("PySpark zip not compiled (%s): its modules compile as they load", exc)
+        return None
+
+
+def _ensure_compiled(path: Path) -> Path:
+    """:func:`ensure` once the zip is locked."""
     magic = bytecode_magic(path)
     if magic == importlib.util.MAGIC_NUMBER:
         return path
@@ -103,11 +140,7 @@ def ensure() -> Path | None:
         log.warning("%s holds bytecode of another Python: left as it is", path)
         return path
     started = time.perf_counter()
-    try:
-        count = compile_into(path)
-    except (OSError, zipfile.BadZipFile, SyntaxError) as exc:
-        log.warning("PySpark zip not compiled (%s): its modules compile as they load", exc)
-        return None
+    count = compile_into(path)
     log.info("compiled %d PySpark modules into %s in %.1f s", count, path,
              time.perf_counter() - started)
     return path
@@ -119,7 +152,7 @@ def main(args: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="[pyspark-zip] %(message)s")
     try:
         present = bytecode_magic(zip_path()) is not None
-    except (ImportError, ValueError, OSError, zipfile.BadZipFile):
+    except (ImportError, *FAILURES):
         present = False
     path = ensure()
     if path is not None and not (present and "--quiet-when-present" in args):

@@ -66,6 +66,7 @@ def test_ensure_compiles_once_and_leaves_another_pythons_bytecode(tmp_path, monk
     path = _zip(tmp_path / "pyspark.zip", SOURCES)
     monkeypatch.setattr(sparkpyc, "zip_path", lambda: path)
     assert sparkpyc.ensure() == path
+    assert sparkpyc.bytecode_magic(path) == importlib.util.MAGIC_NUMBER
     compiled = path.read_bytes()
     assert sparkpyc.ensure() == path and path.read_bytes() == compiled  # nothing to do
 
@@ -79,3 +80,13 @@ def test_ensure_compiles_once_and_leaves_another_pythons_bytecode(tmp_path, monk
 def test_no_zip_is_no_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sparkpyc, "zip_path", lambda: tmp_path / "missing.zip")
     assert sparkpyc.ensure() is None
+
+
+def test_a_module_that_does_not_compile_stays_source_and_the_rest_compile(tmp_path):
+    path = _zip(tmp_path / "pyspark.zip", {**SOURCES, "pyspark/bad.py": "def (:\n",
+                                           "pyspark/nul.py": b"X = 1\x00\n"})
+    assert sparkpyc.compile_into(path) == 2
+    with zipfile.ZipFile(path) as archive:
+        names = set(archive.namelist())
+    assert "pyspark/mod.pyc" in names and not {"pyspark/bad.pyc", "pyspark/nul.pyc"} & names
+    assert [p.name for p in tmp_path.iterdir()] == ["pyspark.zip"]  # no partial copy left
