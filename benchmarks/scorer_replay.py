@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from solaris_lib.speculation.scorer import FEATURES
 from solaris_lib.speculation.scorer import fit_rows as scorer_fit_rows
 from solaris_lib.speculation.selection import Budget, select
 
@@ -59,8 +60,6 @@ def load(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     future = pd.read_parquet(dump / "future")
     candidates = pd.read_parquet(dump / "candidates").merge(
         future, on=["user_id", "item_id"], how="left").fillna({"rows": 0.0})
-    from solaris_lib.speculation.scorer import FEATURES
-
     absent = [f for f in FEATURES if f not in train.columns or f not in candidates.columns]
     if absent:
         raise SystemExit(f"scorer_replay: {dump} lacks the features {', '.join(absent)}: it was "
@@ -170,7 +169,6 @@ def references(train, candidates, budgets, features, cap, args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from solaris_lib.speculation.evaluate import GLOBAL_USER_CAP
-    from solaris_lib.speculation.scorer import FEATURES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", required=True, help="folder given to --dump-candidates")

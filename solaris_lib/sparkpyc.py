@@ -147,15 +147,11 @@ def _ensure_compiled(path: Path) -> Path:
 
 
 def main(args: list[str]) -> int:
-    """Compile when needed and say where the zip is (``--quiet-when-present``: say nothing when
-    it held bytecode already)."""
+    """Compile when needed and say where the zip is (``--quiet-when-present``: only a compile
+    says so, naming the zip)."""
     logging.basicConfig(level=logging.INFO, format="[pyspark-zip] %(message)s")
-    try:
-        present = bytecode_magic(zip_path()) is not None
-    except (ImportError, *FAILURES):
-        present = False
     path = ensure()
-    if path is not None and not (present and "--quiet-when-present" in args):
+    if path is not None and "--quiet-when-present" not in args:
         log.info("%s", path)
     return 0
 
