@@ -3,7 +3,8 @@
 interval's start alone, so a run at a start that a run of another length already used would
 replace that run's tables; :func:`refuse_another_length` stops it first, and
 :func:`claim_interval` records a run's interval before it writes anything, so the partitions of
-a run that failed midway are protected as well. Used by the job runner
+a run that failed midway are protected as well (:func:`claimed` withdraws the claim of a run
+that failed having written nothing). Used by the job runner
 (:mod:`solaris_lib.orchestration.jobrunner`), the DAG's operators (:func:`read_report`) and the
 commands that write the same partitions outside the runner (``solaris infer-embeddings``,
 ``solaris publish-cache``: :func:`recorded_run`)."""
@@ -12,14 +13,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from solaris_lib.config import SolarisSettings
 from solaris_lib.errors import ConfigError
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import DataLayout, join
-from solaris_lib.storage import atomic_folder, exists, is_complete, read_text, write_text
+from solaris_lib.storage import (
+    atomic_folder,
+    exists,
+    is_complete,
+    read_text,
+    remove_folder,
+    replacements,
+    write_text,
+)
 
 REPORTS = "reports"
 REPORT_FILE = "report.json"
@@ -50,22 +60,52 @@ def recorded_run(settings: SolarisSettings, job_name: str, interval: Interval,
     (:func:`claim_interval`), its report recorded after it as the runner records it
     (:func:`write_report`), so that a later run of another length beside it is refused too.
     Returns the report's JSON text."""
-    claim_interval(settings, job_name, interval)
-    return write_report(settings, job_name, interval, run())
+    with claimed(settings, job_name, interval):
+        report = run()
+    return write_report(settings, job_name, interval, report)
 
 
-def claim_interval(settings: SolarisSettings, job_name: str, interval: Interval) -> None:
+def claim_interval(settings: SolarisSettings, job_name: str, interval: Interval) -> bool:
     """Refuse ``interval`` beside another length's partitions (:func:`refuse_another_length`),
     then, when no run of its start is recorded yet, record it before the run writes anything:
     the report folder then holds the interval and no report until :func:`write_report`
     replaces it. A run that fails after writing some partitions leaves the claim, so a run of
-    another length is refused beside them too; a rerun of the same interval goes on."""
+    another length is refused beside them too; a rerun of the same interval goes on. Returns
+    whether this call made the claim."""
     refuse_another_length(settings, job_name, interval)
     folder = report_path(settings, job_name, interval)
     if is_complete(folder):  # recorded by an earlier run (or from before intervals were)
-        return
+        return False
     with atomic_folder(folder) as staging:
         write_text(join(staging, INTERVAL_FILE), json.dumps(interval.record()))
+    return True
+
+
+@contextmanager
+def claimed(settings: SolarisSettings, job_name: str, interval: Interval) -> Iterator[None]:
+    """The body as a run of ``interval``, claimed first (:func:`claim_interval`). When the body
+    raises before this process began to replace any folder (``storage.replacements``), the
+    claim it made is withdrawn: a run that failed having written nothing (a missing input, a
+    bad model) does not refuse a run of another length at its start. A claim of an earlier run,
+    or of a run that wrote something, stays."""
+    made = claim_interval(settings, job_name, interval)
+    before = replacements()
+    try:
+        yield
+    except BaseException:
+        if made and replacements() == before:
+            _withdraw(report_path(settings, job_name, interval))
+        raise
+
+
+def _withdraw(folder: str) -> None:
+    """Remove a claim folder that still holds no report; a failure is logged, never hides the
+    run's own error."""
+    try:
+        if not exists(join(folder, REPORT_FILE)):
+            remove_folder(folder)
+    except OSError as exc:
+        log.warning("could not withdraw the claim %s: %s", folder, exc)
 
 
 def read_report(settings: SolarisSettings, job_name: str, interval: Interval) -> dict | None:

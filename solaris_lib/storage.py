@@ -28,6 +28,13 @@ log = logging.getLogger(__name__)
 SUCCESS_MARKER = "_SUCCESS"
 # How a full disk reads in OSError (errno 28/122), pyarrow and Spark (java.io.IOException).
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
+_replacing = 0  # how many final folders atomic_folder began to replace in this process
+
+
+def replacements() -> int:
+    """How many folders :func:`atomic_folder` has begun to replace in this process (a run
+    that raised with this count unchanged left every final folder as it was)."""
+    return _replacing
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -115,6 +122,8 @@ def atomic_folder(final: str) -> Iterator[str]:
                 f"Nothing was marked complete; the previous partition, if any, is unchanged. "
                 f"Free space and rerun the task.") from exc
         raise
+    global _replacing
+    _replacing += 1
     previous = None
     if fs.get_file_info(inner).type != pafs.FileType.NotFound:
         if _exchange(fs, staging, inner):

@@ -12,7 +12,7 @@ forwarded applied to the driver's environment (:func:`apply_forwarded_settings`)
 line on stdout and written with the run's interval (:func:`solaris_lib.runs.write_report`),
 where the DAG's task reads it whatever machine the driver ran on (cluster deploy mode); a later
 run at the same start with another end is refused before any work, even beside a run that
-failed midway (:func:`~solaris_lib.runs.claim_interval`).
+failed midway (:func:`~solaris_lib.runs.claimed`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from solaris_lib.config import SolarisSettings, load_settings
 from solaris_lib.errors import ConfigError, SolarisError
 from solaris_lib.intervals import Interval
-from solaris_lib.runs import claim_interval, write_report
+from solaris_lib.runs import claimed, write_report
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,14 @@ def _run(job: Job, args: argparse.Namespace, interval: Interval) -> tuple[Solari
 def _prepared_run(job: Job, spark, settings: SolarisSettings, args: argparse.Namespace,
                   interval: Interval) -> Any:
     """The job's report: its request prepared (a bad flag is refused before anything is
-    recorded), a keyed job's interval claimed (refused beside partitions of another length:
-    :func:`~solaris_lib.runs.claim_interval`), then the run."""
+    recorded), a keyed job's interval claimed (refused beside partitions of another length;
+    the claim withdrawn when the run fails having written nothing:
+    :func:`~solaris_lib.runs.claimed`), then the run."""
     request = job.prepare(args, settings)
-    if job.keyed:
-        claim_interval(settings, job.name, interval)
-    return job.run(spark, settings, request)
+    if not job.keyed:
+        return job.run(spark, settings, request)
+    with claimed(settings, job.name, interval):
+        return job.run(spark, settings, request)
 
 
 def apply_forwarded_settings(conf: dict[str, str],

@@ -34,19 +34,25 @@ def test_a_bad_job_flag_is_a_config_error(caplog):
 
 def test_a_run_that_failed_midway_still_protects_its_partitions(caplog, tmp_path):
     """The interval is recorded before the run writes anything: beside a run that failed
-    after writing some of its partitions, a run of another length is refused too; the rerun of
-    the same interval goes on and records its report."""
+    after writing some of its partitions, a run of another length is refused too, also after a
+    rerun that failed before writing; the rerun of the same interval goes on and records its
+    report."""
     from solaris_lib.config import load_settings
     from solaris_lib.errors import OutputWriteError
     from solaris_lib.intervals import Interval
     from solaris_lib.runs import read_report
+    from solaris_lib.storage import atomic_folder
 
     runs = []
 
     def run(spark, settings, request):
         runs.append(1)
         if len(runs) == 1:
+            with atomic_folder(str(tmp_path / "mined" / "first" / "interval=20260105T100000Z")):
+                pass
             raise OutputWriteError("no space left on device after the first partition")
+        if len(runs) == 2:  # a rerun that fails before writing keeps the first run's claim
+            raise OutputWriteError("no space left on device before any partition")
         return {"rows": 3}
 
     job = Job("mine", "A job.", lambda args, settings: None, run, spark=False)
@@ -56,10 +62,37 @@ def test_a_run_that_failed_midway_still_protects_its_partitions(caplog, tmp_path
     assert read_report(load_settings(), "mine", hour) is None  # claimed, not reported
     assert run_job(job, daily) == 2 and len(runs) == 1
     assert "(a run that did not finish: some may be written" in caplog.text
-    assert run_job(job, INTERVAL) == 0 and len(runs) == 2
+    assert run_job(job, INTERVAL) == 7 and run_job(job, daily) == 2 and len(runs) == 2
+    assert run_job(job, INTERVAL) == 0 and len(runs) == 3
     assert read_report(load_settings(), "mine", hour) == {"rows": 3}
     caplog.clear()
     assert run_job(job, daily) == 2 and "(its report under" in caplog.text
+
+
+def test_a_run_that_failed_before_writing_anything_leaves_no_claim(caplog, tmp_path):
+    """A run that fails before it replaces any folder (here: a missing input, exit 3) withdraws
+    its claim, so a run of another length at that start goes on; an earlier run's claim is never
+    withdrawn by a later run's failure."""
+    from solaris_lib.errors import EmptyInputError
+
+    runs = []
+
+    def run(spark, settings, request):
+        runs.append(1)
+        if len(runs) in (1, 3):
+            raise EmptyInputError("the logs of the interval are missing: run its job first")
+        return {"rows": 3}
+
+    job = Job("mine", "A job.", lambda args, settings: None, run, spark=False)
+    daily = ["--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]
+    claims = tmp_path / "reports" / "mine"
+    assert run_job(job, INTERVAL) == 3  # EmptyInputError's exit code
+    assert not claims.exists() or list(claims.iterdir()) == []  # withdrawn
+    assert run_job(job, daily) == 0 and len(runs) == 2  # the other length is not refused
+    assert run_job(job, daily) == 3 and len(runs) == 3  # a failed rerun: the claim stays
+    assert run_job(job, INTERVAL) == 2 and len(runs) == 3
+    assert "hold the interval [2026-01-05T10:00:00+00:00, 2026-01-06T10:00:00+00:00)" in \
+        caplog.text
 
 
 def test_an_executor_log_contract_error_keeps_its_exit_code(caplog, capsys):
@@ -152,3 +185,28 @@ def test_an_earlier_report_is_compared_only_when_it_is_of_that_very_interval(cap
     (Path(report_path(settings, "speculate", hour)) / "report.json").write_text("{")
     assert earlier_report(settings, "speculate", hour) is None
     assert "cannot be read" in caplog.text
+
+
+@pytest.mark.parametrize("command,job_name,work", [
+    ("infer-embeddings", "infer-embeddings", "solaris_lib.model.fallback.embed_interval"),
+    ("publish-cache", "publish-cache", "solaris_lib.cache.publish.publish")])
+def test_a_command_that_failed_before_writing_blocks_no_other_length(command, job_name, work,
+                                                                     monkeypatch):
+    """The commands withdraw their claim as the job runner does: after a daily run through the
+    command failed before writing anything, the job's hourly run of that start goes on."""
+    import contextlib
+
+    from solaris_lib.cli import main
+    from solaris_lib.errors import EmptyInputError
+
+    def fails(*args):
+        raise EmptyInputError("its input partition is missing: run its job first")
+
+    monkeypatch.setattr(work, fails)
+    monkeypatch.setattr("solaris_lib.sparkutil.spark_session",
+                        lambda *args, **kwargs: contextlib.nullcontext())
+    monkeypatch.setattr("solaris_lib.sparkutil.get_spark", lambda *args, **kwargs: None)
+    assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 3
+    job = Job(job_name, "A job.", lambda args, settings: None,
+              lambda spark, settings, request: {}, spark=False)
+    assert run_job(job, INTERVAL) == 0
