@@ -84,10 +84,11 @@ def claim_interval(settings: SolarisSettings, job_name: str, interval: Interval)
 @contextmanager
 def claimed(settings: SolarisSettings, job_name: str, interval: Interval) -> Iterator[None]:
     """The body as a run of ``interval``, claimed first (:func:`claim_interval`). When the body
-    raises before this process began to replace any folder (``storage.replacements``), the
-    claim it made is withdrawn: a run that failed having written nothing (a missing input, a
-    bad model) does not refuse a run of another length at its start. A claim of an earlier run,
-    or of a run that wrote something, stays."""
+    raises before this process began to replace or remove any output (a partition folder, the
+    served cache version: ``storage.replacements``), the claim this call made is withdrawn: a
+    run that failed having changed nothing (a missing input, a bad model) does not refuse a
+    run of another length at its start. A claim of an earlier run (of the same interval), or of
+    a run that changed something, stays; so does the claim of a killed process."""
     made = claim_interval(settings, job_name, interval)
     before = replacements()
     try:
@@ -104,7 +105,7 @@ def _withdraw(folder: str) -> None:
     try:
         if not exists(join(folder, REPORT_FILE)):
             remove_folder(folder)
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - the run's own error is the one to raise
         log.warning("could not withdraw the claim %s: %s", folder, exc)
 
 

@@ -28,12 +28,20 @@ log = logging.getLogger(__name__)
 SUCCESS_MARKER = "_SUCCESS"
 # How a full disk reads in OSError (errno 28/122), pyarrow and Spark (java.io.IOException).
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
-_replacing = 0  # how many final folders atomic_folder began to replace in this process
+_replacing = 0  # outputs this process began to replace or remove (note_replacement)
+
+
+def note_replacement() -> None:
+    """Count one output this process is about to replace or remove: a final folder
+    (:func:`atomic_folder`, :func:`remove_folder`), or what another store serves (the cache's
+    alias switch)."""
+    global _replacing
+    _replacing += 1
 
 
 def replacements() -> int:
-    """How many folders :func:`atomic_folder` has begun to replace in this process (a run
-    that raised with this count unchanged left every final folder as it was)."""
+    """How many outputs this process has begun to replace or remove (:func:`note_replacement`):
+    a run that raised with this count unchanged left every output as it was."""
     return _replacing
 
 
@@ -122,8 +130,7 @@ def atomic_folder(final: str) -> Iterator[str]:
                 f"Nothing was marked complete; the previous partition, if any, is unchanged. "
                 f"Free space and rerun the task.") from exc
         raise
-    global _replacing
-    _replacing += 1
+    note_replacement()
     previous = None
     if fs.get_file_info(inner).type != pafs.FileType.NotFound:
         if _exchange(fs, staging, inner):
@@ -178,6 +185,7 @@ def remove_folder(folder: str) -> bool:
     fs, inner = filesystem(folder)
     if fs.get_file_info(inner).type == pafs.FileType.NotFound:
         return False
+    note_replacement()
     fs.delete_dir(inner)
     return True
 

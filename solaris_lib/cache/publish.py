@@ -90,7 +90,7 @@ from solaris_lib.cache.writer import STATS_NAMES, WriteTarget
 from solaris_lib.config import SolarisSettings
 from solaris_lib.intervals import Interval
 from solaris_lib.layout import CACHE, EMBEDDINGS, ITEM_CLUSTERS, DataLayout
-from solaris_lib.storage import atomic_folder, is_complete
+from solaris_lib.storage import atomic_folder, is_complete, note_replacement
 
 log = logging.getLogger(__name__)
 SCATTERED_LIMIT = 100_000  # more scattered users: every row is shuffled by user
@@ -444,6 +444,7 @@ class _Run:
                     f"with a longer ttl_s.")
             left = self.ttl_s  # served already (another publisher's switch): retain keeps it
         self.server.complete_manifest(final, left)
+        note_replacement()  # the served version may change from here on (runs.claimed)
         self.alias_sent = True
         report.served_version, report.failover_version = self.server.switch_alias(
             report.version, self.config.force)

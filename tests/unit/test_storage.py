@@ -82,3 +82,23 @@ def test_without_the_exchange_the_folder_is_still_replaced_whole(tmp_path, monke
     assert is_complete(str(final)) and _value(final) == 3
     assert sorted(p.name for p in final.iterdir()) == [SUCCESS_MARKER, "part-0.parquet"]
     assert [p.name for p in tmp_path.iterdir()] == [final.name]
+
+
+def test_replacements_count_only_outputs_that_were_touched(tmp_path):
+    """``replacements`` (what ``runs.claimed`` reads to withdraw a failed run's claim) moves
+    when a final folder is replaced or removed, not when a write fails before its rename."""
+    final = str(tmp_path / "part")
+    before = storage.replacements()
+    with pytest.raises(RuntimeError):
+        with atomic_folder(final):
+            raise RuntimeError("the job failed while writing")
+    with pytest.raises(storage.OutputWriteError):
+        with atomic_folder(final):
+            raise OSError(28, "No space left on device")
+    assert storage.replacements() == before and not (tmp_path / "part").exists()
+    with atomic_folder(final):
+        pass
+    assert storage.replacements() == before + 1
+    assert storage.remove_folder(str(tmp_path / "none")) is False
+    assert storage.replacements() == before + 1
+    assert storage.remove_folder(final) is True and storage.replacements() == before + 2

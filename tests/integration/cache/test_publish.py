@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
+from solaris_lib import storage
 from solaris_lib.cache import publish as publish_module
 from solaris_lib.cache.errors import (
     CacheUnavailableError,
@@ -105,8 +106,10 @@ def test_a_rerun_finding_its_version_complete_writes_and_checks_it_again(
         raise CacheUnavailableError("the driver died between completion and its switch")
 
     monkeypatch.setattr(CacheServer, "switch_alias", killed)
+    before = storage.replacements()
     with pytest.raises(PublishError, match="died between completion"):
         publish(spark, settings, INTERVAL, PublishConfig(ttl_s=600))
+    assert storage.replacements() == before + 1  # the switch was sent: the run's claim stays
     monkeypatch.undo()
     r = redis.Redis.from_url(redis_url)
     [manifest] = r.scan_iter(f"{key_prefix}:m:*")
@@ -151,9 +154,11 @@ def test_a_version_whose_ttl_ran_out_during_its_write_is_not_switched_to(
         if phase == "switch":  # the write and checks took longer than the TTL allows
             monkeypatch.setattr(publish_module, "time", Later)
 
+    before = storage.replacements()
     with pytest.raises(PublishError, match="more than its TTL allows"):
         publish(spark, settings, INTERVAL, PublishConfig(ttl_s=3600), on_phase=slow)
     assert redis.Redis.from_url(redis_url).get(f"{key_prefix}:alias") is None
+    assert storage.replacements() == before  # nothing served changed: a claim is withdrawn
 
 
 def test_a_version_is_not_switched_to_when_the_retain_pass_may_outlast_its_ttl(

@@ -210,3 +210,34 @@ def test_a_command_that_failed_before_writing_blocks_no_other_length(command, jo
     job = Job(job_name, "A job.", lambda args, settings: None,
               lambda spark, settings, request: {}, spark=False)
     assert run_job(job, INTERVAL) == 0
+
+
+def test_an_interrupted_run_withdraws_its_claim_and_a_failed_withdrawal_hides_nothing(
+        tmp_path, caplog, monkeypatch):
+    """An interrupt (Ctrl-C, Airflow's SystemExit) before anything was written withdraws the
+    claim and is raised as it was; a withdrawal that fails is logged, and the run's own error
+    keeps its exit code."""
+    from solaris_lib.config import load_settings
+    from solaris_lib.errors import EmptyInputError
+    from solaris_lib.intervals import Interval
+    from solaris_lib.runs import claimed
+
+    hour = Interval.parse(INTERVAL[1], INTERVAL[3])
+    claims = tmp_path / "reports" / "mine"
+    with pytest.raises(KeyboardInterrupt):
+        with claimed(load_settings(), "mine", hour):
+            assert list(claims.iterdir())  # claimed while the body runs
+            raise KeyboardInterrupt
+    assert list(claims.iterdir()) == []
+
+    def fails(spark, settings, request):
+        raise EmptyInputError("the logs of the interval are missing: run its job first")
+
+    def broken(folder):
+        raise ValueError("the filesystem refused the delete")
+
+    monkeypatch.setattr("solaris_lib.runs.remove_folder", broken)
+    job = Job("mine", "A job.", lambda args, settings: None, fails, spark=False)
+    assert run_job(job, INTERVAL) == 3
+    assert "could not withdraw the claim" in caplog.text
+    assert "the logs of the interval are missing" in caplog.text
