@@ -12,8 +12,8 @@ calls. In the same run and on the same keys, calls alternating so that noise hit
   ``SolarisClient`` sends). A hand-written path beside redis-py's ``Pipeline`` is kept only
   while ``lean_gain_p50`` = 1 - lean / floor at p50 is at least 0.15
   (``hand_written_lookup_path_justified``);
-* ``online_fm``: the foundation model (default size) scoring the same 200 pairs on this CPU
-  through its serving path (:func:`online_fm_latencies`).
+* ``online_fm``: the foundation model (``--fm-preset``, by default the ``default`` size)
+  scoring the same 200 pairs on this CPU through its serving path (:func:`online_fm_latencies`).
 
 Each layout gets its own private redis-server: ``infra/redis.conf`` (listpack hashes) with the
 publisher's default bucket count and with one bucket, and Redis defaults (hashtable) with one
@@ -147,11 +147,12 @@ def measure(url: str, version: str, calls: list, warmup: int, timeout_ms: float)
 
 
 def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int,
-                        model: str = "foundation") -> list[float]:
+                        model: str = "foundation", preset: str = "default") -> list[float]:
     """Microseconds per call of the foundation model scoring ``item_ids`` for ``user_id``.
 
-    The peer "run the FM online for the same 200 pairs on this CPU": the model at its default
-    size (random weights: the cost does not depend on their values), eval mode, inference mode,
+    The peer "run the FM online for the same 200 pairs on this CPU": the model at the size
+    ``preset`` names (``default``: the benchmark size; random weights: the cost does not depend
+    on their values), eval mode, inference mode,
     a full ``max_history`` history encoded once and the 200 targets in one batch per call
     (:meth:`FoundationEmbedder.score_user`, the serving path), warm-up excluded. At most 200
     timed calls: the FM is slow enough that its median is stable long before that.
@@ -165,12 +166,12 @@ def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int,
     if model == "two_tower":
         from solaris_lib.model.two_tower import TwoTowerConfig, TwoTowerNet
 
-        net = TwoTowerNet(TwoTowerConfig.preset("default", dropout=0.0))
+        net = TwoTowerNet(TwoTowerConfig.preset(preset, dropout=0.0))
     else:
         from solaris_lib.model.config import FoundationConfig
         from solaris_lib.model.network import FoundationNet
 
-        net = FoundationNet(FoundationConfig.preset("default", dropout=0.0))
+        net = FoundationNet(FoundationConfig.preset(preset, dropout=0.0))
     embedder = FoundationEmbedder(net, version="bench", device="cpu")
     rng = np.random.default_rng(user_id)
     n = embedder.max_history
@@ -236,6 +237,9 @@ def main() -> None:
     parser.add_argument("--no-fm", action="store_true", help="skip the online FM peer")
     parser.add_argument("--fm-model", choices=("foundation", "two_tower"), default="foundation",
                         help="the shipped model of the online peer (default: foundation)")
+    parser.add_argument("--fm-preset", choices=("small", "default", "large"), default="default",
+                        help="the online peer's size preset (default: default, the benchmark "
+                        "size; small: what training builds by default)")
     options = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     pairs = make_pairs(options.users, options.entries_per_user, options.dim, options.seed)
@@ -251,8 +255,9 @@ def main() -> None:
                                   "bytes_per_pair", "lean_gain_p50", "buckets")}
     if not options.no_fm:
         user, ids = requests(*pairs[:2], 1, options.per_call, options.hit_rate, options.seed)[0]
-        fm = online_fm_latencies(user, ids, options.calls, options.fm_model)
+        fm = online_fm_latencies(user, ids, options.calls, options.fm_model, options.fm_preset)
         out["online_fm_model"] = options.fm_model
+        out["online_fm_preset"] = options.fm_preset
         out["online_fm_p50_us"] = round(float(np.percentile(fm, 50)), 1)
         out["speedup_vs_online_fm"] = round(out["online_fm_p50_us"] / out["client_p50_us"], 1)
     out["recommended_config"] = "infra/redis.conf (listpack) with the publisher's buckets"
