@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, MutableMapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,9 +112,7 @@ def _prepared_run(job: Job, spark, settings: SolarisSettings, args: argparse.Nam
     the claim withdrawn when the run fails having written nothing:
     :func:`~solaris_lib.runs.claimed`), then the run."""
     request = job.prepare(args, settings)
-    if not job.keyed:
-        return job.run(spark, settings, request)
-    with claimed(settings, job.name, interval):
+    with claimed(settings, job.name, interval) if job.keyed else nullcontext():
         return job.run(spark, settings, request)
 
 
