@@ -12,8 +12,9 @@ calls. In the same run and on the same keys, calls alternating so that noise hit
   ``SolarisClient`` sends). A hand-written path beside redis-py's ``Pipeline`` is kept only
   while ``lean_gain_p50`` = 1 - lean / floor at p50 is at least 0.15
   (``hand_written_lookup_path_justified``);
-* ``online_fm``: the foundation model (``--fm-preset``, by default the ``default`` size)
-  scoring the same 200 pairs on this CPU through its serving path (:func:`online_fm_latencies`).
+* ``online_fm``: the foundation model at the size training builds (``SOLARIS_FOUNDATION_PRESET``,
+  the model the cache holds; ``--fm-preset`` for another) scoring the same 200 pairs on this CPU
+  through its serving path (:func:`online_fm_latencies`).
 
 Each layout gets its own private redis-server: ``infra/redis.conf`` (listpack hashes) with the
 publisher's default bucket count and with one bucket, and Redis defaults (hashtable) with one
@@ -43,7 +44,9 @@ from solaris_lib.cache.publish import PublishConfig
 from solaris_lib.cache.server import CacheServer
 from solaris_lib.cache.writer import WriteTarget, write_rows
 from solaris_lib.client import SolarisClient
+from solaris_lib.config import load_settings
 from solaris_lib.devtools.redis_server import RedisServer
+from solaris_lib.model.config import PRESETS
 
 log = logging.getLogger("bench.lookup")
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,12 +150,12 @@ def measure(url: str, version: str, calls: list, warmup: int, timeout_ms: float)
 
 
 def online_fm_latencies(user_id: int, item_ids: np.ndarray, calls: int,
-                        model: str = "foundation", preset: str = "default") -> list[float]:
+                        model: str, preset: str) -> list[float]:
     """Microseconds per call of the foundation model scoring ``item_ids`` for ``user_id``.
 
     The peer "run the FM online for the same 200 pairs on this CPU": the model at the size
-    ``preset`` names (``default``: the benchmark size; random weights: the cost does not depend
-    on their values), eval mode, inference mode,
+    ``preset`` names (random weights: the cost does not depend on their values), eval mode,
+    inference mode,
     a full ``max_history`` history encoded once and the 200 targets in one batch per call
     (:meth:`FoundationEmbedder.score_user`, the serving path), warm-up excluded. At most 200
     timed calls: the FM is slow enough that its median is stable long before that.
@@ -237,9 +240,10 @@ def main() -> None:
     parser.add_argument("--no-fm", action="store_true", help="skip the online FM peer")
     parser.add_argument("--fm-model", choices=("foundation", "two_tower"), default="foundation",
                         help="the shipped model of the online peer (default: foundation)")
-    parser.add_argument("--fm-preset", choices=("small", "default", "large"), default="default",
-                        help="the online peer's size preset (default: default, the benchmark "
-                        "size; small: what training builds by default)")
+    parser.add_argument("--fm-preset", choices=sorted(PRESETS),
+                        default=load_settings().foundation_preset,
+                        help="the online peer's size preset (default: the one training builds, "
+                        "SOLARIS_FOUNDATION_PRESET)")
     options = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     pairs = make_pairs(options.users, options.entries_per_user, options.dim, options.seed)
