@@ -143,21 +143,30 @@ def test_the_commands_that_write_a_jobs_partitions_refuse_as_the_job_does(comman
 @pytest.mark.parametrize("command,job_name,work", [
     ("infer-embeddings", "infer-embeddings", "solaris_lib.model.fallback.embed_interval"),
     ("publish-cache", "publish-cache", "solaris_lib.cache.publish.publish")])
-def test_the_commands_record_their_interval_as_the_job_does(command, job_name, work,
+def test_the_commands_record_their_interval_as_the_job_does(command, job_name, work, tmp_path,
                                                             monkeypatch, capsys, caplog):
-    """After a daily run through the command, the job's hourly run of the same start is
-    refused: the command recorded its run as the job runner records one. (The commands' Spark
-    work is replaced here; tests/integration runs it for real.)"""
+    """A daily run through the command that failed before writing anything leaves no claim, as
+    the job runner's would not; after one that succeeded, the job's hourly run of the same start
+    is refused: the command recorded its run as the job runner records one. (The commands'
+    Spark work is replaced here; tests/integration runs it for real.)"""
     import contextlib
     import json
 
     from solaris_lib.cli import main
+    from solaris_lib.errors import EmptyInputError
 
-    monkeypatch.setattr(work, lambda *args: {"rows": 7})
+    def fails(*args):
+        raise EmptyInputError("its input partition is missing: run its job first")
+
     monkeypatch.setattr("solaris_lib.sparkutil.spark_session",
                         lambda *args, **kwargs: contextlib.nullcontext())
     monkeypatch.setattr("solaris_lib.sparkutil.get_spark", lambda *args, **kwargs: None)
-    assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 0
+    daily = [command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]
+    monkeypatch.setattr(work, fails)
+    assert main(daily) == 3
+    assert list((tmp_path / "reports").glob(f"{job_name}/*")) == []  # withdrawn
+    monkeypatch.setattr(work, lambda *args: {"rows": 7})
+    assert main(daily) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"rows": 7}
     job = Job(job_name, "A job.", lambda args, settings: None,
               lambda spark, settings, request: {}, spark=False)
@@ -185,31 +194,6 @@ def test_an_earlier_report_is_compared_only_when_it_is_of_that_very_interval(cap
     (Path(report_path(settings, "speculate", hour)) / "report.json").write_text("{")
     assert earlier_report(settings, "speculate", hour) is None
     assert "cannot be read" in caplog.text
-
-
-@pytest.mark.parametrize("command,job_name,work", [
-    ("infer-embeddings", "infer-embeddings", "solaris_lib.model.fallback.embed_interval"),
-    ("publish-cache", "publish-cache", "solaris_lib.cache.publish.publish")])
-def test_a_command_that_failed_before_writing_blocks_no_other_length(command, job_name, work,
-                                                                     monkeypatch):
-    """The commands withdraw their claim as the job runner does: after a daily run through the
-    command failed before writing anything, the job's hourly run of that start goes on."""
-    import contextlib
-
-    from solaris_lib.cli import main
-    from solaris_lib.errors import EmptyInputError
-
-    def fails(*args):
-        raise EmptyInputError("its input partition is missing: run its job first")
-
-    monkeypatch.setattr(work, fails)
-    monkeypatch.setattr("solaris_lib.sparkutil.spark_session",
-                        lambda *args, **kwargs: contextlib.nullcontext())
-    monkeypatch.setattr("solaris_lib.sparkutil.get_spark", lambda *args, **kwargs: None)
-    assert main([command, "--start", "2026-01-05T10:00", "--end", "2026-01-06T10:00"]) == 3
-    job = Job(job_name, "A job.", lambda args, settings: None,
-              lambda spark, settings, request: {}, spark=False)
-    assert run_job(job, INTERVAL) == 0
 
 
 def test_an_interrupted_run_withdraws_its_claim_and_a_failed_withdrawal_hides_nothing(
